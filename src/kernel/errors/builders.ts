@@ -1,0 +1,106 @@
+// Builders for the AIP-193 errors domain code throws. Each error carries a google.rpc.ErrorInfo with a
+// reason; its domain is filled in by the error boundary from the method that failed, so domain code never
+// repeats it. Messages follow the specification's forms ("Invalid argument: <field>: <description>",
+// "Precondition failed: <description>").
+import { Code, ConnectError } from "@connectrpc/connect";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  BadRequestSchema,
+  ErrorInfoSchema,
+  PreconditionFailureSchema,
+  RequestInfoSchema,
+  ResourceInfoSchema,
+  RetryInfoSchema,
+} from "../../../gen/google/rpc/error_details_pb.js";
+
+export interface FieldViolation {
+  /** The request field, as a dotted path of proto field names (for example "name" or "uidp.children_of"). */
+  field: string;
+  description: string;
+}
+
+export interface PreconditionViolation {
+  /** A machine-readable kind, for example RESOURCE_NOT_EMPTY. */
+  type: string;
+  /** What the violation is about, for example the uid of the blocking resource or group. */
+  subject?: string;
+  description: string;
+}
+
+/** The reason every error carries: the code's canonical name unless a more precise one is given. */
+export function reasonOf(code: Code): string {
+  return Code[code]
+    .replace(/([a-z])([A-Z])/g, "$1_$2")
+    .toUpperCase();
+}
+
+function errorInfo(reason: string, metadata: Record<string, string> = {}) {
+  // domain is left empty here and set by the error boundary from the method that failed.
+  return { desc: ErrorInfoSchema, value: { reason, domain: "", metadata } };
+}
+
+export function invalidArgument(violations: FieldViolation | FieldViolation[], reason = "INVALID_ARGUMENT"): ConnectError {
+  const list = Array.isArray(violations) ? violations : [violations];
+  const message = "Invalid argument: " + list.map((v) => `${v.field}: ${v.description}`).join("; ");
+  return new ConnectError(message, Code.InvalidArgument, undefined, [
+    errorInfo(reason),
+    { desc: BadRequestSchema, value: { fieldViolations: list } },
+  ]);
+}
+
+export function notFound(resourceType: string, resourceName: string, description?: string): ConnectError {
+  return new ConnectError(description ?? `${resourceType} ${JSON.stringify(resourceName)} not found`, Code.NotFound, undefined, [
+    errorInfo("NOT_FOUND"),
+    { desc: ResourceInfoSchema, value: { resourceType, resourceName, description: description ?? "" } },
+  ]);
+}
+
+export function failedPrecondition(violations: PreconditionViolation | PreconditionViolation[], reason = "FAILED_PRECONDITION"): ConnectError {
+  const list = Array.isArray(violations) ? violations : [violations];
+  const message = "Precondition failed: " + list.map((v) => v.description).join("; ");
+  return new ConnectError(message, Code.FailedPrecondition, undefined, [
+    errorInfo(reason),
+    {
+      desc: PreconditionFailureSchema,
+      value: { violations: list.map((v) => ({ type: v.type, subject: v.subject ?? "", description: v.description })) },
+    },
+  ]);
+}
+
+export function permissionDenied(description: string, reason = "PERMISSION_DENIED"): ConnectError {
+  return new ConnectError(description, Code.PermissionDenied, undefined, [errorInfo(reason)]);
+}
+
+export function unauthenticated(description: string, reason = "UNAUTHENTICATED"): ConnectError {
+  return new ConnectError(description, Code.Unauthenticated, undefined, [errorInfo(reason)]);
+}
+
+export function alreadyExists(resourceType: string, resourceName: string, description?: string): ConnectError {
+  return new ConnectError(description ?? `${resourceType} ${JSON.stringify(resourceName)} already exists`, Code.AlreadyExists, undefined, [
+    errorInfo("ALREADY_EXISTS"),
+    { desc: ResourceInfoSchema, value: { resourceType, resourceName, description: description ?? "" } },
+  ]);
+}
+
+export function aborted(description: string, reason = "ABORTED"): ConnectError {
+  return new ConnectError(description, Code.Aborted, undefined, [errorInfo(reason)]);
+}
+
+export function resourceExhausted(description: string, retryAfterMs: number, reason = "RESOURCE_EXHAUSTED"): ConnectError {
+  return new ConnectError(description, Code.ResourceExhausted, undefined, [
+    errorInfo(reason),
+    { desc: RetryInfoSchema, value: { retryDelay: durationFromMs(retryAfterMs) } },
+  ]);
+}
+
+export function unimplemented(description: string, reason = "UNIMPLEMENTED"): ConnectError {
+  return new ConnectError(description, Code.Unimplemented, undefined, [errorInfo(reason)]);
+}
+
+/** The only error that reaches a client for an unexpected failure: no cause, just a request id to quote. */
+export function internal(requestId: string): ConnectError {
+  return new ConnectError(`Internal error; quote request id ${requestId} when reporting it`, Code.Internal, undefined, [
+    errorInfo("INTERNAL", { requestId }),
+    { desc: RequestInfoSchema, value: { requestId, servingData: "" } },
+  ]);
+}

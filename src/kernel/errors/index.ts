@@ -1,0 +1,3 @@
+export * from "./builders.js";
+export * from "./boundary.js";
+export * from "./http.js";
