@@ -1,0 +1,98 @@
+// A small closed-loop load generator: `concurrency` workers each send one request at a time for a fixed
+// duration; latencies are recorded per request. The same client code drives every target, so differences
+// come from the servers.
+import http from "node:http";
+import http2 from "node:http2";
+
+export interface Result {
+  name: string;
+  requests: number;
+  errors: number;
+  seconds: number;
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+export type Send = () => Promise<boolean>;
+
+export async function measure(name: string, makeSend: () => Send, opts: { concurrency: number; seconds: number; warmupSeconds: number }): Promise<Result> {
+  const send = makeSend();
+  const run = async (seconds: number, record: boolean) => {
+    const latencies: number[] = [];
+    let errors = 0;
+    const end = performance.now() + seconds * 1000;
+    const worker = async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        const ok = await send().catch(() => false);
+        if (!ok) errors++;
+        if (record) latencies.push(performance.now() - t0);
+      }
+    };
+    const started = performance.now();
+    await Promise.all(Array.from({ length: opts.concurrency }, worker));
+    return { latencies, errors, elapsed: (performance.now() - started) / 1000 };
+  };
+  await run(opts.warmupSeconds, false);
+  const { latencies, errors, elapsed } = await run(opts.seconds, true);
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
+  return { name, requests: latencies.length, errors, seconds: elapsed, rps: latencies.length / elapsed, p50: pct(50), p99: pct(99) };
+}
+
+/** HTTP/1.1 keep-alive requests (REST, Connect JSON, the bare server). */
+export function http1Sender(port: number, method: string, path: string, body?: string, headers: Record<string, string> = {}): () => Send {
+  return () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+    return () =>
+      new Promise<boolean>((resolve) => {
+        const req = http.request(
+          { host: "127.0.0.1", port, method, path, agent, headers: { ...headers, ...(body ? { "content-type": "application/json" } : {}) } },
+          (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.statusCode === 200));
+          },
+        );
+        req.on("error", () => resolve(false));
+        req.end(body);
+      });
+  };
+}
+
+/** gRPC unary calls with an empty request over one HTTP/2 connection (cleartext). */
+export function grpcSender(port: number, path: string, requestBytes: Uint8Array = new Uint8Array()): () => Send {
+  return () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", () => {});
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, requestBytes.length]), Buffer.from(requestBytes)]);
+    return () =>
+      new Promise<boolean>((resolve) => {
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers" });
+        let status: string | undefined;
+        stream.on("trailers", (t) => (status = String(t["grpc-status"])));
+        stream.on("response", (h) => {
+          if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
+        });
+        stream.resume();
+        stream.on("end", () => resolve(status === "0"));
+        stream.on("error", () => resolve(false));
+        stream.end(frame);
+      });
+  };
+}
+
+export function table(results: Result[], baseline: Result): string {
+  const rows = results.map((r) => [
+    r.name,
+    r.rps.toFixed(0),
+    r.p50.toFixed(2),
+    r.p99.toFixed(2),
+    (r.rps / baseline.rps).toFixed(2),
+    String(r.errors),
+  ]);
+  const head = ["target", "req/s", "p50 ms", "p99 ms", `x ${baseline.name}`, "errors"];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
+}

@@ -1,0 +1,76 @@
+// Starting the server under test and the bare baseline as child processes, so the load generator does not
+// share their event loop.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const root = new URL("..", import.meta.url).pathname;
+const tsx = join(root, "node_modules", ".bin", "tsx");
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Child {
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Starts the API server (`src/main.ts`) on a free port; resolves when /healthz answers. */
+export async function startApiServer(env: Record<string, string> = {}): Promise<Child & { port: number }> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
+  const child = spawn(tsx, [join(root, "src/main.ts")], {
+    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+      if (res.ok) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error("server did not start in time");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    process: child,
+    port,
+    async stop() {
+      await stopChild(child);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts the bare node:http / node:http2 baseline; resolves with its ports. */
+export async function startBareServer(): Promise<Child & { http1: number; http2: number }> {
+  const child = spawn(tsx, [join(root, "bench/bare-server.ts")], { stdio: ["ignore", "pipe", "inherit"] });
+  const ports = await new Promise<{ http1: number; http2: number }>((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`bare server exited with ${code}`)));
+    child.stdout!.once("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as { http1: number; http2: number }));
+  });
+  return { process: child, ...ports, stop: () => stopChild(child) };
+}

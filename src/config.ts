@@ -1,0 +1,67 @@
+// The environment, parsed and validated once at start-up. Nothing else reads process.env.
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+
+export interface Config {
+  /** Port serving gRPC, gRPC-web, Connect and REST (HTTP/1.1 and HTTP/2; TLS too when configured). */
+  port: number;
+  /** Address to listen on. */
+  host: string;
+  /** PostgreSQL connection string; when unset, an embedded PGlite database under dataDir is used. */
+  databaseUrl: string | undefined;
+  /** Where the embedded database keeps its files. */
+  dataDir: string;
+  /** PEM certificate and key; when both are set, TLS is served on the same port as cleartext. */
+  tls: { cert: Buffer; key: Buffer } | undefined;
+  /** Suffix of every ErrorInfo.domain: "<api>.<serviceDomain>", for example iam.platform.local. */
+  serviceDomain: string;
+  /** development (the default) or production. */
+  mode: "development" | "production";
+  logLevel: "debug" | "info" | "warn" | "error" | "silent";
+}
+
+export class ConfigError extends Error {}
+
+function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got ${JSON.stringify(raw)}`);
+  }
+  return n;
+}
+
+function oneOf<T extends string>(name: string, raw: string | undefined, allowed: readonly T[], fallback: T): T {
+  if (raw === undefined || raw === "") return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(", ")}, got ${JSON.stringify(raw)}`);
+  }
+  return raw as T;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const certFile = env.TLS_CERT_FILE || undefined;
+  const keyFile = env.TLS_KEY_FILE || undefined;
+  if (Boolean(certFile) !== Boolean(keyFile)) {
+    throw new ConfigError("TLS_CERT_FILE and TLS_KEY_FILE must be set together");
+  }
+  const read = (name: string, file: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new ConfigError(`${name}: cannot read ${file}: ${(err as Error).message}`);
+    }
+  };
+  const serviceDomain = env.SERVICE_DOMAIN || "platform.local";
+  if (!/^[a-z0-9.-]+$/.test(serviceDomain)) throw new ConfigError("SERVICE_DOMAIN must be a DNS-like name");
+  return {
+    port: integer("PORT", env.PORT, 8080, 0, 65535),
+    host: env.HOST || "0.0.0.0",
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir: resolve(env.DATA_DIR || ".data"),
+    tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
+    serviceDomain,
+    mode: oneOf("MODE", env.MODE, ["development", "production"] as const, "development"),
+    logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
+  };
+}

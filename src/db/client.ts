@@ -1,0 +1,62 @@
+// The database: PostgreSQL through postgres.js when DATABASE_URL is set, otherwise an embedded PGlite
+// database persisted under DATA_DIR. Both get the same schema and the same migrations, applied on open.
+import { mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import * as schema from "./schema/index.js";
+import { log } from "../kernel/log.js";
+
+export type Schema = typeof schema;
+/** The Drizzle database, whichever driver is underneath. */
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+
+export interface Database {
+  db: Db;
+  kind: "postgres" | "pglite";
+  close(): Promise<void>;
+}
+
+export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+
+/** Opens PostgreSQL at `url`, applying pending migrations under an advisory lock (replicas may race). */
+export async function openPostgres(url: string, opts: { max?: number } = {}): Promise<Database> {
+  const { default: postgres } = await import("postgres");
+  const { drizzle } = await import("drizzle-orm/postgres-js");
+  const { migrate } = await import("drizzle-orm/postgres-js/migrator");
+
+  const migrator = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`;
+    await migrate(drizzle(migrator), { migrationsFolder });
+    await migrator`select pg_advisory_unlock(hashtext('apiserver:migrations'))`;
+  } finally {
+    await migrator.end();
+  }
+
+  const client = postgres(url, { max: opts.max ?? 10, onnotice: () => {} });
+  const db = drizzle(client, { schema }) as unknown as Db;
+  return { db, kind: "postgres", close: () => client.end({ timeout: 5 }) };
+}
+
+/** Opens an embedded PGlite database in `dataDir` (or in memory when dataDir is "memory://"). */
+export async function openPglite(dataDir: string): Promise<Database> {
+  const { PGlite } = await import("@electric-sql/pglite");
+  const { drizzle } = await import("drizzle-orm/pglite");
+  const { migrate } = await import("drizzle-orm/pglite/migrator");
+  if (!dataDir.startsWith("memory://")) mkdirSync(dataDir, { recursive: true });
+  const client = await PGlite.create(dataDir);
+  const db = drizzle(client, { schema });
+  await migrate(db, { migrationsFolder });
+  return { db: db as unknown as Db, kind: "pglite", close: () => client.close() };
+}
+
+export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string }): Promise<Database> {
+  if (cfg.databaseUrl) {
+    const database = await openPostgres(cfg.databaseUrl);
+    log.info("database ready", { kind: "postgres" });
+    return database;
+  }
+  const database = await openPglite(cfg.dataDir);
+  log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir });
+  return database;
+}

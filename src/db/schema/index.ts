@@ -1,0 +1,2 @@
+// The whole database schema, one file per domain. drizzle-kit reads this to generate migrations.
+export * from "./server.js";

@@ -1,0 +1,99 @@
+// The request handler of the whole service: the Connect router (gRPC, gRPC-web, Connect) with its
+// interceptors, the REST gateway over the same router, health and reflection, and /healthz.
+import type http from "node:http";
+import type http2 from "node:http2";
+import { sql } from "drizzle-orm";
+import { createConnectRouter, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { allFiles, apiMethods, apiServices, registry } from "../kernel/descriptors.js";
+import { createErrorBoundary } from "../kernel/errors/index.js";
+import { log } from "../kernel/log.js";
+import type { Database } from "../db/client.js";
+import { createRestGateway } from "../gateway/index.js";
+import { pingBindings } from "../ping/ping.service.js";
+import type { ServiceBinding } from "./bindings.js";
+import { createHealth } from "./health.js";
+import { registerReflection } from "./reflection.js";
+import type { RequestHandler } from "./listener.js";
+
+export interface AppDeps {
+  database: Database;
+  serviceDomain: string;
+  /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
+  overrides?: readonly ServiceBinding[];
+}
+
+export interface App {
+  handler: RequestHandler;
+  /** Marks the service NOT_SERVING for health checks (first step of a graceful stop). */
+  drain(): void;
+}
+
+/**
+ * Every API service is registered, so every route of the contract exists; a method no domain implements
+ * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol. Domains add their implementations here.
+ */
+function registerServices(router: ConnectRouter, deps: AppDeps): void {
+  const bindings: ServiceBinding[] = [...pingBindings, ...(deps.overrides ?? [])];
+  const impls = new Map<string, object>();
+  for (const { service, impl } of bindings) impls.set(service.typeName, impl);
+  for (const service of apiServices) {
+    router.service(service, (impls.get(service.typeName) ?? {}) as never);
+  }
+}
+
+export function createApp(deps: AppDeps): App {
+  const interceptors: Interceptor[] = [createErrorBoundary(deps.serviceDomain)];
+  const router = createConnectRouter({
+    interceptors,
+    acceptCompression: [compressionGzip, compressionBrotli],
+    jsonOptions: { registry },
+  });
+  registerServices(router, deps);
+
+  const health = createHealth();
+  health.register(router);
+  registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
+
+  const rpcByPath = new Map<string, UniversalHandler>(router.handlers.map((h) => [h.requestPath, h]));
+  const apiMethodNames = new Set(apiMethods.map((m) => `${m.parent.typeName}/${m.name}`));
+  const gateway = createRestGateway({
+    handlers: router.handlers.filter((h) => apiMethodNames.has(`${h.service.typeName}/${h.method.name}`)),
+    methods: apiMethods,
+    registry,
+    serviceDomain: deps.serviceDomain,
+  });
+
+  const healthz = async (res: http.ServerResponse | http2.Http2ServerResponse) => {
+    let ok = true;
+    try {
+      await deps.database.db.execute(sql`select 1`);
+    } catch (err) {
+      ok = false;
+      log.warn("healthz: database unreachable", { err });
+    }
+    const body = JSON.stringify({ status: ok ? "SERVING" : "NOT_SERVING" });
+    (res as http.ServerResponse).writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(body);
+  };
+
+  const handler: RequestHandler = (req, res) => {
+    const path = (req.url ?? "/").split("?", 1)[0]!;
+    const rpc = rpcByPath.get(path);
+    if (rpc) {
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+      rpc(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .catch((err: unknown) => log.warn("rpc response failed", { path, err }));
+      return;
+    }
+    if (path === "/healthz" && (req.method === "GET" || req.method === "HEAD")) {
+      void healthz(res);
+      return;
+    }
+    gateway.handle(req, res).catch((err: unknown) => log.error("gateway failed", { path, err }));
+  };
+
+  return { handler, drain: () => health.shutdown() };
+}

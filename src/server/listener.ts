@@ -1,0 +1,122 @@
+// One port for everything. Each new connection is classified by its first bytes and handed to the server
+// that speaks it: a TLS ClientHello goes to the TLS server (HTTP/2 or HTTP/1.1 by ALPN), the HTTP/2
+// connection preface to the cleartext HTTP/2 server (h2c, gRPC), anything else to the HTTP/1.1 server.
+// All of them run the same request handler.
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import type { AddressInfo } from "node:net";
+import { log } from "../kernel/log.js";
+
+export type RequestHandler = (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+export interface ListenOptions {
+  port: number;
+  host: string;
+  tls?: { cert: Buffer; key: Buffer } | undefined;
+}
+
+export interface Listener {
+  address: AddressInfo;
+  /** Stops accepting connections, lets in-flight requests finish (up to graceMs), then closes the rest. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+const TLS_HANDSHAKE = 0x16;
+const SNIFF_TIMEOUT_MS = 10_000;
+
+export async function listen(handler: RequestHandler, opts: ListenOptions): Promise<Listener> {
+  const h1 = http.createServer({ keepAliveTimeout: 65_000 }, handler);
+  const h2c = http2.createServer({}, handler);
+  const tls = opts.tls ? http2.createSecureServer({ ...opts.tls, allowHTTP1: true }, handler) : undefined;
+
+  const sockets = new Set<net.Socket>();
+  const sessions = new Set<http2.Http2Session>();
+  for (const s of [h2c, tls]) {
+    s?.on("session", (session) => {
+      sessions.add(session);
+      session.once("close", () => sessions.delete(session));
+    });
+  }
+  for (const s of [h1, h2c, tls]) s?.on("clientError", (_err: Error, socket: net.Socket) => socket.destroy());
+
+  const front = net.createServer({ pauseOnConnect: true }, (socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    socket.on("error", () => socket.destroy());
+    socket.setTimeout(SNIFF_TIMEOUT_MS, () => socket.destroy());
+    sniff(socket, (kind) => {
+      socket.setTimeout(0);
+      if (kind === "tls") {
+        if (!tls) return socket.destroy();
+        tls.emit("connection", socket);
+      } else if (kind === "h2c") {
+        h2c.emit("connection", socket);
+      } else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    front.once("error", reject);
+    front.listen(opts.port, opts.host, () => {
+      front.off("error", reject);
+      resolve();
+    });
+  });
+  const address = front.address() as AddressInfo;
+  log.info("listening", { host: address.address, port: address.port, tls: Boolean(tls) });
+
+  return {
+    address,
+    async close(graceMs = 5_000) {
+      const closed = new Promise<void>((resolve) => front.close(() => resolve()));
+      for (const session of sessions) session.close();
+      h1.closeIdleConnections();
+      const deadline = setTimeout(() => {
+        for (const socket of sockets) socket.destroy();
+      }, graceMs);
+      deadline.unref();
+      await closed;
+      clearTimeout(deadline);
+      h1.close();
+      h2c.close();
+      tls?.close();
+    },
+  };
+}
+
+/**
+ * Reads just enough of the connection to classify it, then puts the bytes back. The socket is left paused:
+ * the HTTP/2 servers read the unshifted bytes themselves, and must not see a resumed socket.
+ */
+function sniff(socket: net.Socket, done: (kind: "tls" | "h2c" | "http1") => void): void {
+  let buffered = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    const kind = classify(buffered);
+    if (kind === undefined) return; // need more bytes
+    socket.off("data", onData);
+    socket.pause();
+    socket.unshift(buffered);
+    done(kind);
+  };
+  socket.on("data", onData);
+  socket.resume();
+}
+
+function classify(bytes: Buffer): "tls" | "h2c" | "http1" | undefined {
+  if (bytes.length === 0) return undefined;
+  if (bytes[0] === TLS_HANDSHAKE) return "tls";
+  const n = Math.min(bytes.length, H2_PREFACE.length);
+  if (bytes.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) {
+    return bytes.length >= H2_PREFACE.length ? "h2c" : undefined;
+  }
+  return "http1";
+}
