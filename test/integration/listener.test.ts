@@ -1,0 +1,126 @@
+// The one port: HTTP/1.1, HTTP/2 cleartext and (when configured) TLS with ALPN, all on the same port and
+// all reaching the same handler; junk on the socket never takes the server down.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
+import http2 from "node:http2";
+import https from "node:https";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listen, type Listener, type RequestHandler } from "../../src/server/listener.js";
+import { setLogLevel } from "../../src/kernel/log.js";
+
+const handler: RequestHandler = (req, res) => {
+  const secure = Boolean((req.socket as { encrypted?: boolean }).encrypted);
+  res.writeHead(200, { "content-type": "text/plain" });
+  res.end(`${req.httpVersion} ${secure ? "tls" : "clear"} ${req.method} ${req.url}`);
+};
+
+function h1Get(port: number, path = "/x"): Promise<string> {
+  return new Promise((resolve, reject) => {
+    http.get({ host: "127.0.0.1", port, path, agent: false }, (res) => {
+      let text = "";
+      res.on("data", (c) => (text += c));
+      res.on("end", () => resolve(text));
+    }).on("error", reject);
+  });
+}
+
+function h2Get(url: string, path = "/y"): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url, { rejectUnauthorized: false });
+    session.on("error", reject);
+    const stream = session.request({ ":path": path });
+    let text = "";
+    stream.on("data", (c) => (text += c));
+    stream.on("end", () => {
+      session.close();
+      resolve(text);
+    });
+    stream.on("error", reject);
+    stream.end();
+  });
+}
+
+describe("cleartext port", () => {
+  let listener: Listener;
+  beforeAll(async () => {
+    setLogLevel("silent");
+    listener = await listen(handler, { port: 0, host: "127.0.0.1" });
+  });
+  afterAll(() => listener.close(500));
+
+  it("serves HTTP/1.1", async () => {
+    expect(await h1Get(listener.address.port)).toBe("1.1 clear GET /x");
+  });
+
+  it("serves HTTP/2 with prior knowledge (h2c) on the same port", async () => {
+    expect(await h2Get(`http://127.0.0.1:${listener.address.port}`)).toBe("2.0 clear GET /y");
+  });
+
+  it("survives junk, half-written prefaces and silent clients", async () => {
+    const port = listener.address.port;
+    for (const junk of [Buffer.from([0, 1, 2, 3, 255]), Buffer.from("PRI * HTTP/2.0\r\n"), Buffer.alloc(0), Buffer.from("GARBAGE\r\n\r\n")]) {
+      await new Promise<void>((resolve) => {
+        const s = net.connect(port, "127.0.0.1", () => {
+          s.end(junk);
+        });
+        s.on("error", () => resolve());
+        s.on("close", () => resolve());
+        s.resume();
+      });
+    }
+    expect(await h1Get(port)).toBe("1.1 clear GET /x");
+    expect(await h2Get(`http://127.0.0.1:${port}`)).toBe("2.0 clear GET /y");
+  });
+
+  it("a TLS client is refused cleanly when no certificate is configured", async () => {
+    await expect(
+      new Promise((resolve, reject) =>
+        https.get({ host: "127.0.0.1", port: listener.address.port, rejectUnauthorized: false }, resolve).on("error", reject),
+      ),
+    ).rejects.toThrow();
+    expect(await h1Get(listener.address.port)).toBe("1.1 clear GET /x");
+  });
+});
+
+describe("with a certificate", () => {
+  let listener: Listener;
+  let dir: string;
+  beforeAll(async () => {
+    setLogLevel("silent");
+    dir = mkdtempSync(join(tmpdir(), "listener-tls-"));
+    execFileSync("openssl", [
+      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+      "-subj", "/CN=localhost", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
+    ], { stdio: "ignore" });
+    const tls = { cert: readFileSync(join(dir, "cert.pem")), key: readFileSync(join(dir, "key.pem")) };
+    listener = await listen(handler, { port: 0, host: "127.0.0.1", tls });
+  });
+  afterAll(async () => {
+    await listener.close(500);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("serves HTTP/2 over TLS (ALPN h2)", async () => {
+    expect(await h2Get(`https://127.0.0.1:${listener.address.port}`)).toBe("2.0 tls GET /y");
+  });
+
+  it("serves HTTP/1.1 over TLS", async () => {
+    const text = await new Promise<string>((resolve, reject) => {
+      https.get({ host: "127.0.0.1", port: listener.address.port, path: "/z", rejectUnauthorized: false, agent: false }, (res) => {
+        let t = "";
+        res.on("data", (c) => (t += c));
+        res.on("end", () => resolve(t));
+      }).on("error", reject);
+    });
+    expect(text).toBe("1.1 tls GET /z");
+  });
+
+  it("still serves cleartext HTTP/1.1 and h2c on the same port", async () => {
+    expect(await h1Get(listener.address.port)).toBe("1.1 clear GET /x");
+    expect(await h2Get(`http://127.0.0.1:${listener.address.port}`)).toBe("2.0 clear GET /y");
+  });
+});
