@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+
+describe("loadConfig", () => {
+  it("has working defaults for a fresh clone", () => {
+    const c = loadConfig({});
+    expect(c.port).toBe(8080);
+    expect(c.host).toBe("0.0.0.0");
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.dataDir).toMatch(/\.data$/);
+    expect(c.tls).toBeUndefined();
+    expect(c.serviceDomain).toBe("platform.local");
+    expect(c.mode).toBe("development");
+  });
+
+  it.each([
+    [{ PORT: "x" }, /PORT must be an integer/],
+    [{ PORT: "70000" }, /PORT must be an integer between 0 and 65535/],
+    [{ MODE: "prod" }, /MODE must be one of development, production/],
+    [{ LOG_LEVEL: "loud" }, /LOG_LEVEL must be one of/],
+    [{ TLS_CERT_FILE: "/tmp/cert.pem" }, /must be set together/],
+    [{ TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, /TLS_CERT_FILE: cannot read/],
+    [{ SERVICE_DOMAIN: "Not A Domain" }, /SERVICE_DOMAIN/],
+  ])("rejects %j with a clear message", (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it("reads the database and port settings", () => {
+    const c = loadConfig({ PORT: "9090", DATABASE_URL: "postgres://x@h/db", DATA_DIR: "/var/lib/x", MODE: "production" });
+    expect(c).toMatchObject({ port: 9090, databaseUrl: "postgres://x@h/db", dataDir: "/var/lib/x", mode: "production" });
+  });
+});

@@ -1,0 +1,110 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { registry } from "../../src/kernel/descriptors.js";
+import {
+  errorDomainOf,
+  failedPrecondition,
+  httpStatusOf,
+  invalidArgument,
+  notFound,
+  reasonOf,
+  sqlStateOf,
+  statusJson,
+  toPublicError,
+} from "../../src/kernel/errors/index.js";
+import { setLogLevel } from "../../src/kernel/log.js";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
+
+setLogLevel("silent");
+
+describe("reasonOf", () => {
+  it.each([
+    [Code.InvalidArgument, "INVALID_ARGUMENT"],
+    [Code.NotFound, "NOT_FOUND"],
+    [Code.FailedPrecondition, "FAILED_PRECONDITION"],
+    [Code.PermissionDenied, "PERMISSION_DENIED"],
+    [Code.Unauthenticated, "UNAUTHENTICATED"],
+    [Code.DeadlineExceeded, "DEADLINE_EXCEEDED"],
+  ])("%s -> %s", (code, reason) => expect(reasonOf(code)).toBe(reason));
+});
+
+describe("httpStatusOf", () => {
+  it.each([
+    [Code.InvalidArgument, 400],
+    [Code.FailedPrecondition, 400],
+    [Code.Unauthenticated, 401],
+    [Code.PermissionDenied, 403],
+    [Code.NotFound, 404],
+    [Code.AlreadyExists, 409],
+    [Code.Aborted, 409],
+    [Code.ResourceExhausted, 429],
+    [Code.Internal, 500],
+    [Code.Unimplemented, 501],
+    [Code.Unavailable, 503],
+    [Code.DeadlineExceeded, 504],
+  ])("%s -> %s", (code, status) => expect(httpStatusOf(code)).toBe(status));
+});
+
+describe("errorDomainOf", () => {
+  it("is <api domain>.<service domain>", () => {
+    expect(errorDomainOf(GroupsService.method.getGroup, "example.com")).toBe("iam.example.com");
+    expect(errorDomainOf(PingService.method.ping, "example.com")).toBe("ping.example.com");
+    expect(errorDomainOf(undefined, "example.com")).toBe("example.com");
+  });
+});
+
+describe("builders", () => {
+  it("joins several field violations in one message", () => {
+    const err = invalidArgument([
+      { field: "name", description: "is required" },
+      { field: "page_size", description: "must not be negative" },
+    ]);
+    expect(err.rawMessage).toBe("Invalid argument: name: is required; page_size: must not be negative");
+  });
+
+  it("a precondition failure uses the specification's message form", () => {
+    const err = failedPrecondition({ type: "RESOURCE_NOT_EMPTY", description: "group has repos" });
+    expect(err.rawMessage).toBe("Precondition failed: group has repos");
+  });
+});
+
+describe("toPublicError", () => {
+  it("completes the ErrorInfo domain and keeps the rest", () => {
+    const out = toPublicError(notFound("Repo", "abc"), "registry.x");
+    const json = statusJson(out, registry) as { code: number; details: Array<Record<string, unknown>> };
+    expect(json.code).toBe(5);
+    expect(json.details[0]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "NOT_FOUND", domain: "registry.x" });
+    expect(json.details[1]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.ResourceInfo", resourceType: "Repo", resourceName: "abc" });
+  });
+
+  it("hides a plain error behind INTERNAL with a request id", () => {
+    const out = toPublicError(new Error("select * from secrets"), "iam.x");
+    expect(out.code).toBe(Code.Internal);
+    expect(out.rawMessage).not.toMatch(/secrets/);
+    expect(JSON.stringify(statusJson(out, registry))).not.toMatch(/secrets/);
+  });
+
+  it("hides an INTERNAL ConnectError raised by a library", () => {
+    const out = toPublicError(new ConnectError("stack: at Foo (/srv/app.js:1)", Code.Internal), "iam.x");
+    expect(out.rawMessage).toMatch(/^Internal error; quote request id/);
+  });
+
+  it("adds ErrorInfo to a ConnectError that lacks it", () => {
+    const out = toPublicError(new ConnectError("deadline", Code.DeadlineExceeded), "iam.x");
+    const json = statusJson(out, registry) as { details: Array<Record<string, unknown>> };
+    expect(json.details[0]).toMatchObject({ reason: "DEADLINE_EXCEEDED", domain: "iam.x" });
+  });
+
+  it.each([
+    ["40001", Code.Aborted],
+    ["40P01", Code.Aborted],
+    ["57P01", Code.Unavailable],
+    ["23505", Code.Internal],
+  ])("maps SQLSTATE %s through a wrapped cause to %s", (state, code) => {
+    const driver = Object.assign(new Error("driver text"), { code: state });
+    const wrapped = Object.assign(new Error("Failed query: ..."), { cause: driver });
+    expect(sqlStateOf(wrapped)).toBe(state);
+    expect(toPublicError(wrapped, "iam.x").code).toBe(code);
+  });
+});
