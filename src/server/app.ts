@@ -17,6 +17,7 @@ import type { ServiceBinding } from "./bindings.js";
 import { createHealth } from "./health.js";
 import { registerReflection } from "./reflection.js";
 import type { RequestHandler } from "./listener.js";
+import { withPublicErrors } from "./protocol-errors.js";
 
 export interface AppDeps {
   database: Database;
@@ -57,7 +58,9 @@ export function createApp(deps: AppDeps): App {
   health.register(router);
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
-  const rpcByPath = new Map<string, UniversalHandler>(router.handlers.map((h) => [h.requestPath, h]));
+  const rpcByPath = new Map<string, UniversalHandler>(
+    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, deps.serviceDomain)]),
+  );
   const apiMethodNames = new Set(apiMethods.map((m) => `${m.parent.typeName}/${m.name}`));
   const gateway = createRestGateway({
     handlers: router.handlers.filter((h) => apiMethodNames.has(`${h.service.typeName}/${h.method.name}`)),
