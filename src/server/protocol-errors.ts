@@ -16,10 +16,19 @@ function carriesErrorInfo(err: ConnectError): boolean {
   return err.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ErrorInfoSchema.typeName);
 }
 
+/**
+ * Whether the protocol layer failed to decode the request. Connect reports a request message that does not
+ * parse as INTERNAL "parse binary: ..." (as grpc-go does); on a server the only message parsed is the
+ * client's, so that is bad input, not a server fault.
+ */
+function isUndecodableRequest(err: ConnectError): boolean {
+  return err.code === Code.InvalidArgument || (err.code === Code.Internal && err.rawMessage.startsWith("parse binary:"));
+}
+
 /** The public form of an error raised by the protocol layer: undecodable input names the body. */
 function complete(err: ConnectError, domain: string): ConnectError {
   if (carriesErrorInfo(err)) return err;
-  const base = err.code === Code.InvalidArgument ? invalidArgument({ field: "body", description: err.rawMessage }) : err;
+  const base = isUndecodableRequest(err) ? invalidArgument({ field: "body", description: err.rawMessage }) : err;
   return toPublicError(base, domain);
 }
 

@@ -2,7 +2,7 @@
 // ({code, message, details: [{"@type": ...}]}) built from a ConnectError.
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { anyPack, type Any } from "@bufbuild/protobuf/wkt";
-import { create, createRegistry, fromBinary, toJson, type JsonValue, type Registry } from "@bufbuild/protobuf";
+import { create, fromBinary, toJson, type JsonValue, type Registry } from "@bufbuild/protobuf";
 import { StatusSchema } from "../../../gen/google/rpc/status_pb.js";
 
 const httpStatus: Record<Code, number> = {
@@ -50,5 +50,6 @@ export function statusJson(err: ConnectError, registry: Registry): JsonValue {
     message: err.rawMessage,
     details: detailsAsAny(err, registry),
   });
-  return toJson(StatusSchema, status, { registry: createRegistry(registry, StatusSchema) });
+  // `registry` must hold the detail types (the server's registry holds every google.rpc type).
+  return toJson(StatusSchema, status, { registry });
 }

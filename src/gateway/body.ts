@@ -1,0 +1,119 @@
+// The JSON body: reading it under a size cap, parsing it into the whole request (`body: "*"`) or into one
+// field (`body: "repo"`), naming the field a bad value belongs to, and deriving an update mask from the keys
+// a PATCH body carries.
+import type { Readable } from "node:stream";
+import { mergeFromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type Registry } from "@bufbuild/protobuf";
+import { invalidArgument } from "../kernel/errors/index.js";
+import { fieldByName, isPlainObject, isWellKnown, joinPath, locateJsonError } from "./fields.js";
+
+/** Largest request body the gateway reads: 4 MiB. */
+export const defaultMaxBodyBytes = 4 * 1024 * 1024;
+
+export class BodyTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`request body larger than ${limit} bytes`);
+    this.name = "BodyTooLargeError";
+  }
+}
+
+export class BodyAbortedError extends Error {
+  constructor(cause?: unknown) {
+    super("the client closed the request before its body ended", { cause });
+    this.name = "BodyAbortedError";
+  }
+}
+
+/**
+ * Reads the whole body, at most limit bytes. Rejects with BodyTooLargeError as soon as the declared or read
+ * length passes the limit, without reading (or destroying) the rest, so a response can still be written.
+ */
+export function readBody(req: Readable & { headers: Record<string, string | string[] | undefined> }, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLargeError(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off("data", onData).off("end", onEnd).off("error", onError).off("close", onClose);
+    };
+    const onData = (chunk: Buffer | string) => {
+      const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+      size += buf.length;
+      if (size > limit) {
+        cleanup();
+        req.pause();
+        reject(new BodyTooLargeError(limit));
+        return;
+      }
+      chunks.push(buf);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.concat(chunks, size));
+    };
+    // A stream error here is the client resetting the request.
+    const onError = (err: Error) => {
+      cleanup();
+      reject(new BodyAbortedError(err));
+    };
+    const onClose = () => {
+      cleanup();
+      reject(new BodyAbortedError());
+    };
+    req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
+  });
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** The body as JSON, or undefined when it is empty (only whitespace). Malformed -> INVALID_ARGUMENT on "body". */
+export function parseJsonBody(bytes: Uint8Array): JsonValue | undefined {
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    throw invalidArgument({ field: "body", description: "is not valid UTF-8" });
+  }
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch (err) {
+    const detail = err instanceof SyntaxError ? `: ${err.message}` : "";
+    throw invalidArgument({ field: "body", description: `malformed JSON${detail}` });
+  }
+}
+
+/**
+ * Merges the body into message: the whole request when bodyField is "*", else the one field. A value that
+ * does not parse -> INVALID_ARGUMENT naming its proto field path (for example "repo.catalog_tier").
+ */
+export function applyBody(schema: DescMessage, message: Message, bodyField: DescField | "*", json: JsonValue, registry: Registry): void {
+  const wrapped: JsonValue = bodyField === "*" ? json : { [bodyField.jsonName]: json };
+  try {
+    mergeFromJson(schema, message, wrapped, { registry });
+  } catch {
+    throw invalidArgument(locateJsonError(schema, wrapped, "", registry));
+  }
+}
+
+/**
+ * The update mask a PATCH body implies: the proto paths of the keys present, descending into nested messages;
+ * maps, well-known types (Struct, Timestamp...), lists, empty objects and nulls are leaves. Paths listed in
+ * exclude (fields the URL path binds, such as "uid") are left out.
+ */
+export function deriveUpdateMask(resource: DescMessage, json: JsonObject, exclude: readonly string[] = []): string[] {
+  const out: string[] = [];
+  collectPaths(resource, json, "", out);
+  return exclude.length === 0 ? out : out.filter((p) => !exclude.includes(p));
+}
+
+function collectPaths(desc: DescMessage, json: JsonObject, prefix: string, out: string[]): void {
+  for (const [key, value] of Object.entries(json)) {
+    const field = fieldByName(desc, key);
+    if (!field) continue;
+    const path = joinPath(prefix, field.name);
+    const nested = field.fieldKind === "message" && !isWellKnown(field.message) && isPlainObject(value) && Object.keys(value).length > 0;
+    if (nested) collectPaths(field.message, value, path, out);
+    else out.push(path);
+  }
+}

@@ -1,0 +1,94 @@
+// Descriptor helpers shared by the query, path and body readers: field lookup by proto or JSON name, and
+// locating the field a JSON value fails on (protobuf-es reports the message type, not the path from the
+// request root, so the path is found by trying the keys one at a time).
+import { fromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Registry } from "@bufbuild/protobuf";
+import type { FieldViolation } from "../kernel/errors/index.js";
+
+const fieldsByName = new WeakMap<DescMessage, Map<string, DescField>>();
+
+/** The field of a message named by its proto name (`page_size`) or its JSON name (`pageSize`). */
+export function fieldByName(desc: DescMessage, name: string): DescField | undefined {
+  let names = fieldsByName.get(desc);
+  if (!names) {
+    names = new Map();
+    for (const f of desc.fields) names.set(f.name, f).set(f.jsonName, f);
+    fieldsByName.set(desc, names);
+  }
+  return names.get(name);
+}
+
+/** google.protobuf.* messages: they have their own JSON form and are leaves for paths and masks. */
+export function isWellKnown(desc: DescMessage): boolean {
+  return desc.typeName.startsWith("google.protobuf.");
+}
+
+export function isPlainObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Joins a dotted field path: ("", "repo") -> "repo"; ("repo", "name") -> "repo.name". */
+export function joinPath(prefix: string, name: string): string {
+  return prefix === "" ? name : `${prefix}.${name}`;
+}
+
+const decodePrefix = /^cannot decode .*? from JSON:? ?/;
+const bareValue = /^(?:"|-?\d|Array\(|object$|string$|null$|true$|false$)/;
+const maxDescription = 200;
+
+/** A short description of a protobuf-es JSON error, without the type name prefix. */
+export function describeJsonError(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  let text = message.replace(decodePrefix, "");
+  if (bareValue.test(text)) text = `invalid value ${text}`;
+  return text.length > maxDescription ? text.slice(0, maxDescription) + "..." : text;
+}
+
+/** Parses json as desc, returning the error instead of throwing. */
+function tryParse(desc: DescMessage, json: JsonValue, registry: Registry): unknown {
+  try {
+    fromJson(desc, json, { registry });
+    return undefined;
+  } catch (err) {
+    return err;
+  }
+}
+
+/**
+ * Finds why json does not parse as desc, as a field violation with the proto path from the request root
+ * (prefix). `whole` names the value itself when no field can be blamed (for example "body").
+ * Call only after a parse failed.
+ */
+export function locateJsonError(desc: DescMessage, json: JsonValue, prefix: string, registry: Registry, whole = "body"): FieldViolation {
+  const here = prefix === "" ? whole : prefix;
+  if (!isPlainObject(json) || isWellKnown(desc)) {
+    return { field: here, description: describeJsonError(tryParse(desc, json, registry) ?? "invalid value") };
+  }
+  for (const [key, value] of Object.entries(json)) {
+    const field = fieldByName(desc, key);
+    if (!field) {
+      if (key.startsWith("[")) continue; // extension keys: left to the parser
+      return { field: joinPath(prefix, key), description: "unknown field" };
+    }
+    const err = tryParse(desc, { [key]: value }, registry);
+    if (err === undefined) continue;
+    return locateInField(field, value, joinPath(prefix, field.name), err, registry);
+  }
+  // Each key parses alone: the combination fails (a oneof set twice, a field set by both its names).
+  return { field: here, description: describeJsonError(tryParse(desc, json, registry) ?? "invalid value") };
+}
+
+/** Descends into a message or a list of messages to name the innermost failing field. */
+function locateInField(field: DescField, value: JsonValue, path: string, err: unknown, registry: Registry): FieldViolation {
+  if (field.fieldKind === "message" && !isWellKnown(field.message) && isPlainObject(value)) {
+    return locateJsonError(field.message, value, path, registry);
+  }
+  if (field.fieldKind === "list" && field.listKind === "message" && !isWellKnown(field.message) && Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item = value[i]!;
+      if (isPlainObject(item) && tryParse(field.message, item, registry) !== undefined) {
+        return locateJsonError(field.message, item, `${path}[${i}]`, registry);
+      }
+    }
+  }
+  return { field: path, description: describeJsonError(err) };
+}

@@ -1,0 +1,406 @@
+// The REST gateway: REST/JSON requests transcoded into calls of the same Connect methods, driven by the
+// google.api.http rules of the descriptors. The route table is compiled once; a request is routed, turned
+// into the method's input message (body, then query, then path variables), and sent through the server's own
+// Connect router (in process, binary), so every interceptor runs for REST as for the other protocols.
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import {
+  create,
+  fromBinary,
+  mergeFromJson,
+  toJson,
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodUnary,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  type Registry,
+} from "@bufbuild/protobuf";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
+import { ConnectError } from "@connectrpc/connect";
+import { createUniversalHandlerClient, type UniversalHandler } from "@connectrpc/connect/protocol";
+import { createTransport } from "@connectrpc/connect/protocol-connect";
+import { httpRuleOf } from "../kernel/descriptors.js";
+import { errorDomainOf, httpStatusOf, invalidArgument, statusJson, toPublicError } from "../kernel/errors/index.js";
+import { applyBody, BodyAbortedError, BodyTooLargeError, defaultMaxBodyBytes, deriveUpdateMask, parseJsonBody, readBody } from "./body.js";
+import { methodNotAllowed, methodNotServed, payloadTooLarge, routeNotFound, type GatewayError } from "./errors.js";
+import { fieldByName, isPlainObject, isWellKnown, locateJsonError } from "./fields.js";
+import { applyQuery, insert, textToJson, type BoundFields } from "./query.js";
+import { createRouteTable } from "./router.js";
+import { parseTemplate, PathEncodingError, splitRequestPath } from "./template.js";
+
+export interface RestGatewayOptions {
+  /** router.handlers of the server's Connect router (so REST runs through the same interceptors). */
+  handlers: UniversalHandler[];
+  /** The methods to expose (apiMethods). Methods without an HTTP rule, or not unary, are skipped. */
+  methods: readonly DescMethod[];
+  /** For JSON (Any) and error details. */
+  registry: Registry;
+  /** For ErrorInfo.domain of errors the gateway raises itself. */
+  serviceDomain: string;
+  /** Largest request body read, in bytes (default 4 MiB); larger -> 413. */
+  maxBodyBytes?: number;
+}
+
+export interface RestRoute {
+  method: DescMethod;
+  verb: string;
+  template: string;
+}
+
+export interface RestGateway {
+  /** Answers any request. Unknown paths -> 404; never rejects. */
+  handle(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): Promise<void>;
+  routes: ReadonlyArray<RestRoute>;
+}
+
+/** A path variable, resolved to its field path. */
+interface Variable {
+  /** The dotted path as written in the template (the key of the match result). */
+  key: string;
+  fields: DescField[];
+}
+
+/** Where a derived update mask goes and what it is relative to. */
+interface MaskPlan {
+  maskField: DescField;
+  /** The resource field the mask paths are relative to; undefined: the request itself. */
+  resource: DescField | undefined;
+  /** Paths (relative to the resource) bound by the URL path: identifiers, never part of a derived mask. */
+  exclude: string[];
+}
+
+/** Everything a request needs about its route, computed once. */
+interface Binding {
+  method: DescMethodUnary;
+  verb: string;
+  template: string;
+  variables: Variable[];
+  body: DescField | "*" | undefined;
+  bound: BoundFields;
+  mask: MaskPlan | undefined;
+  served: boolean;
+}
+
+/** Minimal response surface shared by node:http and node:http2 compat responses. */
+interface ResponseLike {
+  statusCode: number;
+  readonly headersSent: boolean;
+  readonly writableEnded: boolean;
+  setHeader(name: string, value: string): unknown;
+  end(data: string): unknown;
+  once(event: "close", listener: () => void): unknown;
+  off(event: "close", listener: () => void): unknown;
+}
+
+/** Request headers never forwarded to the call, and response headers never copied back. */
+const hopByHop = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "http2-settings",
+  "expect",
+  "host",
+  "content-type",
+  "content-length",
+  "content-encoding",
+  "accept-encoding",
+  "x-grpc-web",
+]);
+
+function statusBody(err: ConnectError, registry: Registry): string {
+  return JSON.stringify(statusJson(err, registry));
+}
+
+function isProtocolHeader(name: string): boolean {
+  return name.startsWith(":") || hopByHop.has(name) || name.startsWith("connect-") || name.startsWith("grpc-");
+}
+
+export function createRestGateway(opts: RestGatewayOptions): RestGateway {
+  const { registry, serviceDomain } = opts;
+  const maxBodyBytes = opts.maxBodyBytes ?? defaultMaxBodyBytes;
+  const served = new Set(opts.handlers.map((h) => procedureOf(h.method)));
+  const bindings = opts.methods.flatMap((m) => bindingsOf(m, served));
+  const table = createRouteTable(bindings.map((b) => ({ verb: b.verb, template: b.template, target: b })));
+  const transport = createTransport({
+    httpClient: createUniversalHandlerClient(opts.handlers),
+    baseUrl: "http://rest-gateway.internal" + pathPrefixOf(opts.handlers),
+    useBinaryFormat: true,
+    interceptors: [],
+    acceptCompression: [],
+    sendCompression: null,
+    compressMinBytes: Number.MAX_SAFE_INTEGER,
+    readMaxBytes: Number.MAX_SAFE_INTEGER,
+    writeMaxBytes: Number.MAX_SAFE_INTEGER,
+  });
+
+  /** Builds the input message: body, then query parameters, then path variables (which win). */
+  async function buildRequest(b: Binding, vars: Map<string, string>, search: string, req: IncomingMessage | Http2ServerRequest): Promise<Message> {
+    const input = b.method.input;
+    const message = create(input) as Message;
+    let bodyJson: JsonValue | undefined;
+    if (b.body !== undefined) {
+      bodyJson = parseJsonBody(await readBody(req, maxBodyBytes));
+      if (bodyJson !== undefined) applyBody(input, message, b.body, bodyJson, registry);
+    }
+    const fromQuery = search === "" ? new Set<string>() : applyQuery(input, message, new URLSearchParams(search), b.bound, registry);
+    applyPathVariables(input, message, b.variables, vars, registry);
+    if (b.mask && bodyJson !== undefined && !fromQuery.has("update_mask")) applyDerivedMask(input, message, b, b.mask, bodyJson);
+    return message;
+  }
+
+  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, signal: AbortSignal): Promise<void> {
+    const verb = (req.method ?? "GET").toUpperCase();
+    const { pathname, search } = splitUrl(req.url ?? "/");
+    let binding: Binding | undefined;
+    try {
+      const result = table.match(verb, splitRequestPath(pathname));
+      if (result.kind === "not-found") return sendGatewayError(res, routeNotFound(verb, pathname), undefined);
+      if (result.kind === "method-not-allowed") return sendGatewayError(res, methodNotAllowed(verb, pathname, result.allowed), undefined);
+      binding = result.route.target;
+      if (!binding.served) return sendGatewayError(res, methodNotServed(procedureOf(binding.method)), binding.method);
+      const message = await buildRequest(binding, result.variables, search, req);
+      const response = await transport.unary(binding.method, signal, undefined, forwardedHeaders(req.headers), message);
+      copyHeaders(res, response.header);
+      copyHeaders(res, response.trailer);
+      const json = toJson(binding.method.output, response.message, { alwaysEmitImplicit: true, registry });
+      send(res, 200, JSON.stringify(json));
+    } catch (err) {
+      // The client went away: there is no one to answer.
+      if (err instanceof BodyAbortedError || signal.aborted) return;
+      if (err instanceof BodyTooLargeError) {
+        // HTTP/1.1: close the connection rather than read the rest of an oversized body.
+        return sendGatewayError(res, payloadTooLarge(err.limit), binding?.method, req.httpVersionMajor === 1);
+      }
+      const cause = err instanceof PathEncodingError ? invalidArgument({ field: "path", description: err.message }) : err;
+      sendError(res, cause, binding?.method);
+    }
+  }
+
+  function sendGatewayError(res: ResponseLike, failure: GatewayError, method: DescMethod | undefined, closeConnection = false): void {
+    const error = toPublicError(failure.error, errorDomainOf(method, serviceDomain));
+    for (const [name, value] of Object.entries(failure.headers ?? {})) res.setHeader(name, value);
+    if (closeConnection) res.setHeader("connection", "close");
+    send(res, failure.httpStatus, statusBody(error, registry));
+  }
+
+  function sendError(res: ResponseLike, err: unknown, method: DescMethod | undefined): void {
+    if (err instanceof ConnectError) {
+      decodeDetails(err, registry);
+      copyHeaders(res, err.metadata);
+    }
+    const error = toPublicError(err, errorDomainOf(method, serviceDomain));
+    send(res, httpStatusOf(error.code), statusBody(error, registry));
+  }
+
+  return {
+    routes: table.routes.map((r) => ({ method: r.target.method, verb: r.verb, template: r.template.source })),
+    async handle(req, res) {
+      const out: ResponseLike = res;
+      const abort = new AbortController();
+      const onClose = () => {
+        if (!out.writableEnded) abort.abort();
+      };
+      try {
+        out.once("close", onClose);
+        await serve(req, out, abort.signal);
+      } catch (err) {
+        // Only reached when writing the error response itself failed: nothing more can be sent.
+        lastResort(out, err, serviceDomain, registry);
+      } finally {
+        out.off("close", onClose);
+      }
+    },
+  };
+}
+
+/** "chainguard.platform.registry.v2.ReposService/GetRepo". */
+function procedureOf(method: DescMethod): string {
+  return `${method.parent.typeName}/${method.name}`;
+}
+
+/** The router's request path prefix (empty unless it was created with requestPathPrefix). */
+function pathPrefixOf(handlers: readonly UniversalHandler[]): string {
+  const h = handlers[0];
+  if (!h) return "";
+  const suffix = "/" + procedureOf(h.method);
+  return h.requestPath.endsWith(suffix) ? h.requestPath.slice(0, -suffix.length) : "";
+}
+
+/** The bindings of a unary method with an HTTP rule: the rule and its additional bindings. */
+function bindingsOf(method: DescMethod, served: ReadonlySet<string>): Binding[] {
+  const rule = httpRuleOf(method);
+  if (!rule || method.methodKind !== "unary") return [];
+  const unary = method as DescMethodUnary;
+  const out: Binding[] = [];
+  for (const r of [rule, ...rule.additionalBindings]) {
+    const pattern = r.pattern;
+    if (pattern.case === undefined) continue;
+    const [verb, template] = pattern.case === "custom" ? [pattern.value.kind, pattern.value.path] : [pattern.case, pattern.value];
+    out.push(compileBinding(unary, verb.toUpperCase(), template, r.body, served.has(procedureOf(method))));
+  }
+  return out;
+}
+
+/** Resolves the template variables and the body field; throws (at start-up) when the rule names a bad field. */
+function compileBinding(method: DescMethodUnary, verb: string, template: string, bodyName: string, served: boolean): Binding {
+  const input = method.input;
+  const where = `${procedureOf(method)} (${verb} ${template})`;
+  const variables = parseTemplate(template).variables.map((v) => {
+    const fields = resolveFields(input, v.fieldPath, where);
+    const leaf = fields[fields.length - 1]!;
+    if (leaf.fieldKind !== "scalar" && leaf.fieldKind !== "enum") throw new Error(`${where}: path variable ${v.fieldPath.join(".")} is not a scalar field`);
+    return { key: v.fieldPath.join("."), fields };
+  });
+  const body = bodyName === "" ? undefined : bodyName === "*" ? "*" : resolveFields(input, [bodyName], where)[0]!;
+  const bound: BoundFields = {
+    path: variables.map((v) => v.fields.map((f) => f.name)),
+    body: body === undefined ? undefined : body === "*" ? [] : [body.name],
+  };
+  return { method, verb, template, variables, body, bound, mask: maskPlanOf(input, verb, body, variables), served };
+}
+
+function resolveFields(input: DescMessage, path: readonly string[], where: string): DescField[] {
+  const fields: DescField[] = [];
+  let desc: DescMessage | undefined = input;
+  for (const name of path) {
+    const field: DescField | undefined = desc ? fieldByName(desc, name) : undefined;
+    if (!field) throw new Error(`${where}: ${input.typeName} has no field ${path.join(".")}`);
+    fields.push(field);
+    desc = field.fieldKind === "message" ? field.message : undefined;
+  }
+  return fields;
+}
+
+/**
+ * A PATCH whose request has a google.protobuf.FieldMask update_mask gets the mask derived from the body
+ * when the client sends none. The resource is the body field, or for body "*" the request's only
+ * (non-well-known) message field besides the mask.
+ */
+function maskPlanOf(input: DescMessage, verb: string, body: DescField | "*" | undefined, variables: Variable[]): MaskPlan | undefined {
+  const maskField = fieldByName(input, "update_mask");
+  if (verb !== "PATCH" || body === undefined || !maskField || maskField.oneof) return undefined;
+  if (maskField.fieldKind !== "message" || maskField.message.typeName !== FieldMaskSchema.typeName) return undefined;
+  let resource: DescField | undefined;
+  if (body === "*") {
+    const candidates = input.fields.filter((f) => f !== maskField && f.fieldKind === "message" && !isWellKnown(f.message));
+    resource = candidates.length === 1 ? candidates[0] : undefined;
+  } else {
+    if (body.fieldKind !== "message") return undefined;
+    resource = body;
+  }
+  const exclude = variables
+    .map((v) => v.fields.map((f) => f.name))
+    .filter((names) => resource === undefined || names[0] === resource.name)
+    .map((names) => (resource === undefined ? names : names.slice(1)).join("."));
+  return { maskField, resource, exclude };
+}
+
+/** Sets the path variables on the message; a value that does not parse -> INVALID_ARGUMENT naming its field. */
+function applyPathVariables(input: DescMessage, message: Message, variables: readonly Variable[], values: Map<string, string>, registry: Registry): void {
+  if (variables.length === 0) return;
+  const tree: JsonObject = {};
+  for (const v of variables) insert(tree, v.fields, textToJson(v.fields[v.fields.length - 1]!, values.get(v.key) ?? ""));
+  try {
+    mergeFromJson(input, message, tree, { registry });
+  } catch {
+    throw invalidArgument(locateJsonError(input, tree, "", registry, "path"));
+  }
+}
+
+/** Sets update_mask from the keys of the resource in the body, unless the body names a mask itself. */
+function applyDerivedMask(input: DescMessage, message: Message, b: Binding, plan: MaskPlan, bodyJson: JsonValue): void {
+  if (!isPlainObject(bodyJson)) return;
+  let resourceJson: JsonValue | undefined = bodyJson;
+  if (b.body === "*") {
+    if (Object.keys(bodyJson).some((k) => fieldByName(input, k) === plan.maskField)) return;
+    if (plan.resource) resourceJson = bodyJson[plan.resource.jsonName] ?? bodyJson[plan.resource.name];
+  }
+  if (!isPlainObject(resourceJson)) return;
+  const resourceDesc = plan.resource?.fieldKind === "message" ? plan.resource.message : input;
+  const paths = deriveUpdateMask(resourceDesc, resourceJson, plan.exclude);
+  if (paths.length === 0) return;
+  (message as unknown as Record<string, unknown>)[plan.maskField.localName] = create(FieldMaskSchema, { paths });
+}
+
+/** Splits "/a/b?x=1" into path and query (an absolute-form URL is reduced to its path). */
+function splitUrl(url: string): { pathname: string; search: string } {
+  let target = url;
+  if (!target.startsWith("/")) {
+    try {
+      const parsed = new URL(target);
+      target = parsed.pathname + parsed.search;
+    } catch {
+      target = "/" + target;
+    }
+  }
+  const q = target.indexOf("?");
+  return q < 0 ? { pathname: target, search: "" } : { pathname: target.slice(0, q), search: target.slice(q + 1) };
+}
+
+/** The request headers the call sees: all but hop-by-hop, host, content and protocol headers. */
+function forwardedHeaders(headers: IncomingHttpHeaders): Headers {
+  const out = new Headers();
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || isProtocolHeader(name)) continue;
+    if (Array.isArray(value)) for (const v of value) out.append(name, v);
+    else out.append(name, value);
+  }
+  return out;
+}
+
+/** Copies the non-protocol headers a method set onto the REST response. */
+function copyHeaders(res: ResponseLike, headers: Headers): void {
+  headers.forEach((value, name) => {
+    if (isProtocolHeader(name)) return;
+    try {
+      res.setHeader(name, value);
+    } catch {
+      // A header this transport cannot carry (HTTP/2 forbids some): dropped.
+    }
+  });
+}
+
+/** Turns the details of an error received over the wire back into typed messages, so ErrorInfo is seen. */
+function decodeDetails(err: ConnectError, registry: Registry): void {
+  for (let i = 0; i < err.details.length; i++) {
+    const d = err.details[i]!;
+    if ("desc" in d) continue;
+    const desc = registry.getMessage(d.type);
+    if (!desc) continue;
+    try {
+      err.details[i] = { desc, value: fromBinary(desc, d.value) };
+    } catch {
+      // Undecodable: keep it as received.
+    }
+  }
+}
+
+function send(res: ResponseLike, status: number, body: string): void {
+  if (res.headersSent || res.writableEnded) return;
+  res.statusCode = status;
+  res.setHeader("content-type", "application/json");
+  res.end(body);
+}
+
+/** Writing a response failed: log through the boundary and end the response if still possible. */
+function lastResort(res: ResponseLike, err: unknown, serviceDomain: string, registry: Registry): void {
+  try {
+    const error = toPublicError(err, serviceDomain);
+    send(res, 500, statusBody(error, registry));
+  } catch {
+    try {
+      if (!res.writableEnded) res.end("");
+    } catch {
+      // The connection is gone.
+    }
+  }
+}

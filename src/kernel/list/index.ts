@@ -1,0 +1,54 @@
+// The list kernel: page size, order_by, signed page tokens, skip, total count and keyset SQL.
+//
+//   // once per resource
+//   const repoList = defineListSpec({ name: "registry.v2.ListRepos", message: RepoSchema,
+//                                     orderBy: ["create_time", "update_time", "name"], defaultOrder: "create_time" });
+//   // handler
+//   const plan = parseListRequest(req, repoList, { secret, filters: { uidp: req.uidp, name: req.name } });
+//   const page = await repoStore.list(plan, req);   // listPage(db, { table, where, orderColumns, plan })
+//   return create(ListReposResponseSchema, { repos: page.rows.map(toRepo), ...pageFields(page) });
+//
+// Indexes a store should have, per allowed order key K: a btree on (<equality filter/scope columns>, K, uid),
+// so both the keyset condition `(K, uid) > ($1, $2)` and the ORDER BY are served by one index range scan
+// (backwards for desc). Declare uid (and parent) `COLLATE "C"`: byte order everywhere, and LIKE-prefix
+// (uidp.descendants_of) can use the same index. Sort columns should be NOT NULL; nullable ones work (the
+// expanded NULL-aware condition) but index use is weaker.
+//
+// Totals: counted once on the first page (or not at all when the first page is the whole result), then
+// carried in the signed token: a snapshot of the first page's moment, not re-counted while the walk lasts.
+export { canonicalJson, digestOf } from "./canonical.js";
+export {
+  MAX_ORDER_TERMS,
+  defineListSpec,
+  orderText,
+  parseOrderBy,
+  type ListSpec,
+  type ListSpecInit,
+  type OrderTerm,
+} from "./order-by.js";
+export { MAX_PAGE_TOKEN_LENGTH, decodePageToken, encodePageToken, type PageTokenPayload } from "./page-token.js";
+export {
+  DEFAULT_PAGE_SIZE,
+  MAX_PAGE_SIZE,
+  PAGE_TOKEN_LIFETIME_MS,
+  parseListRequest,
+  type ListContext,
+  type ListPlan,
+  type ListRequestFields,
+  type PageTokenMinter,
+} from "./plan.js";
+export {
+  completePage,
+  countRows,
+  keysetOrderBy,
+  keysetPredicate,
+  listPage,
+  pageFields,
+  sortKeySelection,
+  type AnyPgDatabase,
+  type KeyedRow,
+  type ListPage,
+  type ListPageOptions,
+  type OrderColumn,
+  type OrderColumns,
+} from "./keyset.js";

@@ -1,0 +1,153 @@
+// REST-only behaviour of the real server: routes come from the google.api.http bindings (no route is
+// written by hand), query parameters are typed by the request message, and every failure is a
+// google.rpc.Status body with the HTTP status of its code.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ReposService, type ListReposRequest } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { ArtifactsService } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+let server: TestServer;
+const seen: string[] = [];
+
+beforeAll(async () => {
+  server = await startTestServer({
+    overrides: [
+      {
+        service: ReposService,
+        impl: {
+          getRepo: (req: { uid: string }) => {
+            seen.push(`GetRepo ${req.uid}`);
+            return { uid: req.uid, name: "r" };
+          },
+          listRepos: (req: ListReposRequest) => {
+            seen.push(`ListRepos ${req.uidp?.descendantsOf ?? ""} ${req.pageSize} ${req.name ?? ""}`);
+            return { repos: [], totalCount: 12345678901n, skipped: req.skip };
+          },
+          updateRepo: (req: { repo?: { uid: string; description: string }; updateMask?: { paths: string[] } }) => {
+            seen.push(`UpdateRepo ${req.repo?.uid} mask=${req.updateMask?.paths.join(",")}`);
+            return { ...req.repo, name: "r" };
+          },
+        },
+      },
+      {
+        service: ArtifactsService,
+        impl: {
+          listArtifacts: (req: { ecosystems: number[] }) => {
+            seen.push(`ListArtifacts ${req.ecosystems.join(",")}`);
+            return { artifacts: [] };
+          },
+        },
+      },
+    ],
+  });
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+async function rest(method: string, path: string, body?: string) {
+  const res = await fetch(server.baseUrl + path, {
+    method,
+    ...(body !== undefined ? { body, headers: { "content-type": "application/json" } } : {}),
+  });
+  return { status: res.status, headers: res.headers, json: (await res.json()) as Record<string, unknown> };
+}
+
+describe("routing from the HTTP bindings", () => {
+  it("GET /registry/v2/repos is ListRepos, not GetRepo with an empty uid", async () => {
+    seen.length = 0;
+    const res = await rest("GET", "/registry/v2/repos?uidp.descendants_of=abc&page_size=7&name=n");
+    expect(res.status).toBe(200);
+    expect(seen).toEqual(["ListRepos abc 7 n"]);
+    // proto3 JSON: camelCase, int64 as a string, default-valued fields included
+    expect(res.json).toEqual({ repos: [], nextPageToken: "", totalCount: "12345678901", skipped: 0 });
+  });
+
+  it("a multi-segment uid reaches GetRepo whole", async () => {
+    seen.length = 0;
+    const res = await rest("GET", "/registry/v2/repos/0123abcd/9f8e7d6c5b4a3210");
+    expect(res.status).toBe(200);
+    expect(seen).toEqual(["GetRepo 0123abcd/9f8e7d6c5b4a3210"]);
+    expect(res.json).toMatchObject({ uid: "0123abcd/9f8e7d6c5b4a3210", name: "r", description: "", bundles: [] });
+  });
+
+  it("PATCH without updateMask changes only the fields present in the body", async () => {
+    seen.length = 0;
+    const res = await rest("PATCH", "/registry/v2/repos/org/repo", JSON.stringify({ description: "new" }));
+    expect(res.status).toBe(200);
+    expect(seen).toEqual(["UpdateRepo org/repo mask=description"]);
+  });
+
+  it("PATCH with updateMask passes the mask through", async () => {
+    seen.length = 0;
+    await rest("PATCH", "/registry/v2/repos/org/repo?updateMask=description,name", JSON.stringify({ description: "x" }));
+    expect(seen).toEqual(["UpdateRepo org/repo mask=description,name"]);
+  });
+
+  it("repeated query parameters fill repeated fields, enums by name", async () => {
+    seen.length = 0;
+    const res = await rest("GET", "/libraries/v2/artifacts?ecosystems=ECOSYSTEM_JAVA&ecosystems=ECOSYSTEM_PYTHON");
+    expect(res.status).toBe(200);
+    expect(seen).toEqual(["ListArtifacts 1,2"]);
+  });
+});
+
+describe("REST errors", () => {
+  const statusBody = (json: Record<string, unknown>) => {
+    const details = json.details as Array<Record<string, unknown>>;
+    expect(details[0]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.ErrorInfo" });
+    expect(String(details[0]!.domain)).not.toBe("");
+    return details;
+  };
+
+  it("unknown path: 404 with a structured body", async () => {
+    const res = await rest("GET", "/registry/v2/nothing-here");
+    expect(res.status).toBe(404);
+    expect(res.json.code).toBe(5);
+    statusBody(res.json);
+  });
+
+  it("known path, wrong method: 405 with Allow", async () => {
+    const res = await rest("PUT", "/registry/v2/repos/abc");
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toMatch(/GET/);
+    expect(res.headers.get("allow")).toMatch(/PATCH/);
+    statusBody(res.json);
+  });
+
+  it("malformed JSON: 400 INVALID_ARGUMENT on the body", async () => {
+    const res = await rest("PATCH", "/registry/v2/repos/abc", "{oops");
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe(3);
+    expect(String(res.json.message)).toMatch(/^Invalid argument: body: /);
+    const details = statusBody(res.json);
+    expect(details[1]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ field: "body" }] });
+  });
+
+  it("a JSON value of the wrong type: 400 naming the field", async () => {
+    const res = await rest("PATCH", "/registry/v2/repos/abc", JSON.stringify({ description: 42 }));
+    expect(res.status).toBe(400);
+    expect(String(res.json.message)).toMatch(/^Invalid argument: repo\.description: /);
+  });
+
+  it("a query value of the wrong type: 400 naming the field", async () => {
+    const res = await rest("GET", "/registry/v2/repos?page_size=lots");
+    expect(res.status).toBe(400);
+    expect(String(res.json.message)).toMatch(/^Invalid argument: page_size: /);
+    const details = statusBody(res.json);
+    expect(details[1]).toMatchObject({ fieldViolations: [{ field: "page_size" }] });
+  });
+
+  it("an unknown query parameter: 400 naming it", async () => {
+    const res = await rest("GET", "/registry/v2/repos?pagesize=3");
+    expect(res.status).toBe(400);
+    expect(String(res.json.message)).toMatch(/pagesize/);
+  });
+
+  it("a method no domain implements yet: 501 UNIMPLEMENTED", async () => {
+    const res = await rest("GET", "/iam/v2/groups");
+    expect(res.status).toBe(501);
+    expect(res.json.code).toBe(12);
+    statusBody(res.json);
+  });
+});

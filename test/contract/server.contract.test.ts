@@ -1,0 +1,110 @@
+// The whole server on its one port: reflection and health over the real listener, /healthz, and errors
+// raised by the protocol layer itself (before any handler) still carrying ErrorInfo.
+import { execFile } from "node:child_process";
+import http2 from "node:http2";
+import { promisify } from "node:util";
+import { fromBinary } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Health, HealthCheckResponse_ServingStatus } from "../../gen/health/v1/health_pb.js";
+import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+const run = promisify(execFile);
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+async function bufCurl(...args: string[]): Promise<string> {
+  const { stdout } = await run("npx", ["--no-install", "buf", "curl", "--http2-prior-knowledge", ...args], { timeout: 60_000 });
+  return stdout;
+}
+
+describe("reflection through the one port", () => {
+  it("lists every API service, health and reflection", async () => {
+    const out = (await bufCurl("--list-services", server.baseUrl)).split("\n");
+    for (const name of [
+      "chainguard.platform.ping.v2.PingService",
+      "chainguard.platform.iam.v2.GroupsService",
+      "chainguard.platform.registry.v2.TagsService",
+      "chainguard.platform.oidc.SecurityTokenService",
+      "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection",
+    ]) {
+      expect(out).toContain(name);
+    }
+  });
+
+  it("buf curl calls Ping with no local schema", async () => {
+    const out = await bufCurl(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`);
+    expect(JSON.parse(out)).toEqual({ response: "pong" });
+  });
+});
+
+describe("health", () => {
+  it("grpc.health.v1 Check answers SERVING overall and per service", async () => {
+    const health = createClient(Health, createGrpcTransport({ baseUrl: server.baseUrl }));
+    expect((await health.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await health.check({ service: "chainguard.platform.ping.v2.PingService" })).status).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
+  });
+
+  it("/healthz answers 200 with the database reachable", async () => {
+    const res = await fetch(`${server.baseUrl}/healthz`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "SERVING" });
+  });
+});
+
+describe("errors raised by the protocol layer", () => {
+  it("Connect: an undecodable JSON body is INVALID_ARGUMENT naming the body, with ErrorInfo", async () => {
+    const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { code: string; message: string; details: Array<{ type: string }> };
+    expect(body.code).toBe("invalid_argument");
+    expect(body.message).toMatch(/^Invalid argument: body: /);
+    expect(body.details.map((d) => d.type)).toEqual(["google.rpc.ErrorInfo", "google.rpc.BadRequest"]);
+  });
+
+  it("gRPC: an undecodable message is INVALID_ARGUMENT with grpc-status-details-bin carrying ErrorInfo", async () => {
+    const session = http2.connect(server.baseUrl);
+    try {
+      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": "/chainguard.platform.ping.v2.PingService/Ping",
+          "content-type": "application/grpc+proto",
+          te: "trailers",
+        });
+        let headers: http2.IncomingHttpHeaders = {};
+        stream.on("response", (h) => (headers = h));
+        stream.on("trailers", (t) => (headers = { ...headers, ...t }));
+        stream.on("end", () => resolve(headers));
+        stream.on("error", reject);
+        stream.resume();
+        // a frame announcing 3 bytes of a message that is not valid protobuf (field 0)
+        stream.end(Buffer.from([0, 0, 0, 0, 3, 0x00, 0xff, 0xff]));
+      });
+      expect(trailers["grpc-status"]).toBe("3");
+      const status = fromBinary(StatusSchema, Buffer.from(String(trailers["grpc-status-details-bin"]), "base64"));
+      expect(status.details.map((d) => d.typeUrl)).toEqual([
+        `type.googleapis.com/${ErrorInfoSchema.typeName}`,
+        `type.googleapis.com/${BadRequestSchema.typeName}`,
+      ]);
+    } finally {
+      session.close();
+    }
+  });
+});
