@@ -1,6 +1,7 @@
 // The one wiring point: config -> database -> services -> server.
 import { ConfigError, loadConfig } from "./config.js";
 import { openDatabase } from "./db/client.js";
+import { ensureSecret } from "./db/secrets.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import { createApp } from "./server/app.js";
 import { listen } from "./server/listener.js";
@@ -9,7 +10,8 @@ async function main(): Promise<void> {
   const config = loadConfig();
   setLogLevel(config.logLevel);
   const database = await openDatabase(config);
-  const app = createApp({ database, serviceDomain: config.serviceDomain });
+  const pageTokenSecret = await ensureSecret(database.db, "page-token");
+  const app = createApp({ database, serviceDomain: config.serviceDomain, pageTokenSecret });
   const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
 
   let stopping = false;

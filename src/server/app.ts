@@ -22,6 +22,8 @@ import { withPublicErrors } from "./protocol-errors.js";
 export interface AppDeps {
   database: Database;
   serviceDomain: string;
+  /** Signs list page tokens; shared by every replica through the database (see db/secrets.ts). */
+  pageTokenSecret: Uint8Array;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
 }

@@ -2,6 +2,7 @@
 import { createApp, type AppDeps } from "../../src/server/app.js";
 import { listen } from "../../src/server/listener.js";
 import { setLogLevel } from "../../src/kernel/log.js";
+import { ensureSecret } from "../../src/db/secrets.js";
 import { openTestDatabase, type TestDatabase } from "./database.js";
 
 export interface TestServer {
@@ -11,10 +12,11 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export async function startTestServer(opts: Partial<Omit<AppDeps, "database">> = {}): Promise<TestServer> {
+export async function startTestServer(opts: Partial<Omit<AppDeps, "database" | "pageTokenSecret">> = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
   const database = await openTestDatabase();
-  const app = createApp({ database, serviceDomain: "platform.test", ...opts });
+  const pageTokenSecret = await ensureSecret(database.db, "page-token");
+  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, ...opts });
   const listener = await listen(app.handler, { port: 0, host: "127.0.0.1" });
   const port = listener.address.port;
   return {
