@@ -3,7 +3,7 @@
 // IdentityProvider (a oneof whose message has an IMMUTABLE field).
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { FieldMaskSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import {
@@ -12,19 +12,9 @@ import {
   type IdentityProvider,
 } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { CatalogTier, RepoSchema, type Repo } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { applyUpdate, impliedPaths, validateUpdateMask } from "../../src/kernel/field-mask.js";
+import { violationsOf } from "../support/violations.js";
 
-function violationsOf(fn: () => unknown): { field: string; description: string }[] {
-  try {
-    fn();
-  } catch (e) {
-    const err = ConnectError.from(e);
-    expect(err.code).toBe(Code.InvalidArgument);
-    return err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
-  }
-  throw new Error("expected INVALID_ARGUMENT");
-}
 
 const mask = (...paths: string[]) => create(FieldMaskSchema, { paths });
 // Plain object initialisers (not messages), so they can be spread.

@@ -1,10 +1,9 @@
 // The pure half of the list kernel: page size, skip, order_by (names, aliases, errors), page tokens (round
 // trip, tampering, query binding, expiry with an injected clock, scope changes) and canonical filters.
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { ListReposRequestSchema, RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { UIDPFilterSchema } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import {
   DEFAULT_PAGE_SIZE,
@@ -20,17 +19,8 @@ import {
   type ListContext,
   type ListRequestFields,
 } from "../../src/kernel/list/index.js";
+import { violationsOf } from "../support/violations.js";
 
-function violationsOf(fn: () => unknown): { field: string; description: string }[] {
-  try {
-    fn();
-  } catch (e) {
-    const err = ConnectError.from(e);
-    expect(err.code).toBe(Code.InvalidArgument);
-    return err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
-  }
-  throw new Error("expected INVALID_ARGUMENT");
-}
 
 const repos = defineListSpec({
   name: "registry.v2.ListRepos",

@@ -1,11 +1,10 @@
 // Uid helpers and the UIDP filter: validation, hierarchy helpers, the SQL each criterion renders to, the
 // in-memory matcher, and the canonical form used in page tokens.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import { type SQL } from "drizzle-orm";
 import { PgDialect, pgTable, text } from "drizzle-orm/pg-core";
 import { describe, expect, it } from "vitest";
-import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { UIDPFilterSchema } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import {
   ancestorsOf,
@@ -19,6 +18,7 @@ import {
   uidpPredicate,
   UIDP_MAX_IDS,
 } from "../../src/kernel/uidp.js";
+import { violationsOf } from "../support/violations.js";
 
 const ROOT = "0123456789abcdef0123456789abcdef01234567";
 const CHILD = `${ROOT}/0011223344556677`;
@@ -29,16 +29,6 @@ const dialect = new PgDialect();
 const items = pgTable("items", { uid: text("uid").primaryKey(), parent: text("parent") });
 const render = (s: SQL | undefined) => (s ? dialect.sqlToQuery(s) : undefined);
 
-function violationsOf(fn: () => unknown): { field: string; description: string }[] {
-  try {
-    fn();
-  } catch (e) {
-    const err = ConnectError.from(e);
-    expect(err.code).toBe(Code.InvalidArgument);
-    return err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => ({ field: v.field, description: v.description })));
-  }
-  throw new Error("expected INVALID_ARGUMENT");
-}
 
 describe("isValidUid", () => {
   it.each([
