@@ -1,8 +1,11 @@
-// The baseline: bare node:http and node:http2 servers answering Ping's JSON (and its gRPC framing) with no
-// framework, no router and no database. Prints its two ports as JSON on stdout.
+// The baselines: bare node:http and node:http2 servers answering Ping's JSON (and its gRPC framing) with no
+// framework, no router and no database; and a plain connect-node adapter serving only Ping, to tell the
+// framework's own cost from this server's. Prints the ports as JSON on stdout.
 import http from "node:http";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { PingService } from "../gen/chainguard/platform/ping/v2/ping_pb.js";
 
 const body = JSON.stringify({ response: "pong" });
 // gRPC frame of PingResponse{response: "pong"}: field 1, length 4, "pong"
@@ -23,9 +26,20 @@ h2.on("stream", (stream) => {
   });
 });
 
-h1.listen(0, "127.0.0.1", () => {
-  h2.listen(0, "127.0.0.1", () => {
-    const ports = { http1: (h1.address() as AddressInfo).port, http2: (h2.address() as AddressInfo).port };
-    process.stdout.write(JSON.stringify(ports) + "\n");
-  });
-});
+const connect = http2.createServer(
+  connectNodeAdapter({ routes: (router) => router.service(PingService, { ping: () => ({ response: "pong" }) }) }),
+);
+const connectH1 = http.createServer(
+  connectNodeAdapter({ routes: (router) => router.service(PingService, { ping: () => ({ response: "pong" }) }) }),
+);
+
+const listen = (server: http.Server | http2.Http2Server) =>
+  new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+
+const ports = {
+  http1: await listen(h1),
+  http2: await listen(h2),
+  connectHttp1: await listen(connectH1),
+  connectHttp2: await listen(connect),
+};
+process.stdout.write(JSON.stringify(ports) + "\n");

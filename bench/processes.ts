@@ -66,11 +66,18 @@ export async function startApiServer(env: Record<string, string> = {}): Promise<
 }
 
 /** Starts the bare node:http / node:http2 baseline; resolves with its ports. */
-export async function startBareServer(): Promise<Child & { http1: number; http2: number }> {
+export interface BarePorts {
+  http1: number;
+  http2: number;
+  connectHttp1: number;
+  connectHttp2: number;
+}
+
+export async function startBareServer(): Promise<Child & BarePorts> {
   const child = spawn(tsx, [join(root, "bench/bare-server.ts")], { stdio: ["ignore", "pipe", "inherit"] });
-  const ports = await new Promise<{ http1: number; http2: number }>((resolve, reject) => {
+  const ports = await new Promise<BarePorts>((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`bare server exited with ${code}`)));
-    child.stdout!.once("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as { http1: number; http2: number }));
+    child.stdout!.once("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as BarePorts));
   });
   return { process: child, ...ports, stop: () => stopChild(child) };
 }
