@@ -17,6 +17,16 @@ export interface Config {
   serviceDomain: string;
   /** development (the default) or production. */
   mode: "development" | "production";
+  /**
+   * This server's OIDC issuer URL: the `iss` of the tokens it mints, and where its discovery document
+   * (/.well-known/openid-configuration) and keys are published. Default http://localhost:<port>.
+   */
+  issuerUrl: string;
+  /**
+   * Whether external issuers on loopback addresses may be fetched over plain http (for local identity
+   * providers and tests). Other external issuers are always fetched over https. Default: development only.
+   */
+  allowInsecureLoopbackIssuers: boolean;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
 }
 
@@ -54,14 +64,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
   const serviceDomain = env.SERVICE_DOMAIN || "platform.local";
   if (!/^[a-z0-9.-]+$/.test(serviceDomain)) throw new ConfigError("SERVICE_DOMAIN must be a DNS-like name");
+  const port = integer("PORT", env.PORT, 8080, 0, 65535);
+  const mode = oneOf("MODE", env.MODE, ["development", "production"] as const, "development");
+  const issuerUrl = (env.ISSUER_URL || `http://localhost:${port}`).replace(/\/+$/, "");
+  let issuer: URL;
+  try {
+    issuer = new URL(issuerUrl);
+  } catch {
+    throw new ConfigError(`ISSUER_URL must be an absolute URL, got ${JSON.stringify(issuerUrl)}`);
+  }
+  if (issuer.protocol !== "https:" && issuer.protocol !== "http:") throw new ConfigError("ISSUER_URL must be http(s)");
+  if (mode === "production" && issuer.protocol !== "https:") throw new ConfigError("ISSUER_URL must use https in production");
+  const insecure = env.ALLOW_INSECURE_LOOPBACK_ISSUERS;
+  if (insecure !== undefined && insecure !== "" && insecure !== "true" && insecure !== "false") {
+    throw new ConfigError("ALLOW_INSECURE_LOOPBACK_ISSUERS must be true or false");
+  }
   return {
-    port: integer("PORT", env.PORT, 8080, 0, 65535),
+    port,
     host: env.HOST || "0.0.0.0",
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: resolve(env.DATA_DIR || ".data"),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
     serviceDomain,
-    mode: oneOf("MODE", env.MODE, ["development", "production"] as const, "development"),
+    mode,
+    issuerUrl,
+    allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
   };
 }

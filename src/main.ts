@@ -1,18 +1,64 @@
 // The one wiring point: config -> database -> services -> server.
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, loadConfig, type Config } from "./config.js";
 import { openDatabase } from "./db/client.js";
 import { ensureSecret } from "./db/secrets.js";
+import { bootstrap } from "./iam/bootstrap.js";
+import { ensureManagedRoles } from "./iam/managed-roles.js";
+import { createKeyStore, mintToken, type KeyStore } from "./kernel/auth/index.js";
 import { log, setLogLevel } from "./kernel/log.js";
+import type { Db } from "./db/client.js";
 import { createApp } from "./server/app.js";
 import { listen } from "./server/listener.js";
+
+/**
+ * Development only: make sure a local organization with an owner exists, and print a token for that owner,
+ * so a first authenticated call works in one paste. Never runs in production mode.
+ */
+async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise<void> {
+  const { group, identity, created } = await bootstrap(db, {
+    issuer: config.issuerUrl,
+    subject: "local-admin",
+    organization: "local",
+    identityName: "local admin",
+  });
+  const { token, expiry } = await mintToken(keys, {
+    issuer: config.issuerUrl,
+    subject: identity,
+    audience: config.issuerUrl,
+    ttlSeconds: 12 * 3600,
+  });
+  const base = `http://localhost:${config.port}`;
+  process.stdout.write(
+    [
+      "",
+      `Development mode: ${created ? "created" : "found"} organization "local" (${group}) owned by identity ${identity}.`,
+      `A token for it, valid until ${expiry.toISOString()} (a new one is printed at every start):`,
+      "",
+      `  export TOKEN=${token}`,
+      `  curl -H "Authorization: Bearer $TOKEN" ${base}/iam/v2/groups/${group}`,
+      "",
+      "Set MODE=production to disable this.",
+      "",
+    ].join("\n") + "\n",
+  );
+}
 
 async function main(): Promise<void> {
   const config = loadConfig();
   setLogLevel(config.logLevel);
   const database = await openDatabase(config);
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
-  const app = createApp({ database, serviceDomain: config.serviceDomain, pageTokenSecret });
+  const keys = await createKeyStore(database.db);
+  await ensureManagedRoles(database.db);
+  const app = createApp({
+    database,
+    serviceDomain: config.serviceDomain,
+    pageTokenSecret,
+    issuerUrl: config.issuerUrl,
+    keys,
+  });
   const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
+  if (config.mode === "development") await developmentLogin(database.db, keys, config);
 
   let stopping = false;
   const stop = async (signal: string) => {

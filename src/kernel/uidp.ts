@@ -16,6 +16,7 @@
 // - in_root: `uid NOT LIKE '%/%'` (a scan filter; root resources are few).
 // - ids: `uid IN (...)` (primary key lookups).
 // Several criteria set at once are combined with AND.
+import { randomBytes } from "node:crypto";
 import { and, sql, type SQL } from "drizzle-orm";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -166,4 +167,14 @@ function uidIn(uid: AnyPgColumn | SQL, values: readonly string[]): SQL {
 
 function truncate(s: string): string {
   return s.length > 80 ? s.slice(0, 77) + "..." : s;
+}
+
+/** A new root uid: 40 random lowercase hex characters (organizations, root-level identities). */
+export function newRootUid(): string {
+  return randomBytes(20).toString("hex");
+}
+
+/** A new uid beneath `parent`: <parent>/<16 random lowercase hex characters>. */
+export function newChildUid(parent: string): string {
+  return `${parent}/${randomBytes(8).toString("hex")}`;
 }

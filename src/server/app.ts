@@ -9,13 +9,16 @@ import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { allFiles, apiMethods, apiServices, registry } from "../kernel/descriptors.js";
 import { createErrorBoundary } from "../kernel/errors/index.js";
+import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
+import { createOidcRoutes } from "./oidc-routes.js";
 import { log } from "../kernel/log.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
 import type { ServiceBinding } from "./bindings.js";
 import { createHealth } from "./health.js";
-import { registerReflection } from "./reflection.js";
+import { registerReflection, reflectionServiceNames } from "./reflection.js";
+import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
 import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
 
@@ -24,6 +27,12 @@ export interface AppDeps {
   serviceDomain: string;
   /** Signs list page tokens; shared by every replica through the database (see db/secrets.ts). */
   pageTokenSecret: Uint8Array;
+  /** This server's OIDC issuer URL (the `iss` and audience of the tokens it mints). */
+  issuerUrl: string;
+  /** Signing keys shared by every replica through the database. */
+  keys: KeyStore;
+  /** Verifies tokens of external OIDC issuers against identities' claimMatch. */
+  external?: ExternalVerifier;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
 }
@@ -48,7 +57,21 @@ function registerServices(router: ConnectRouter, deps: AppDeps): void {
 }
 
 export function createApp(deps: AppDeps): App {
-  const interceptors: Interceptor[] = [createErrorBoundary(deps.serviceDomain)];
+  const authenticator = createAuthenticator({
+    db: deps.database.db,
+    keys: deps.keys,
+    issuer: deps.issuerUrl,
+    audience: deps.issuerUrl,
+    ...(deps.external ? { external: deps.external } : {}),
+  });
+  const interceptors: Interceptor[] = [
+    createErrorBoundary(deps.serviceDomain),
+    createAuthInterceptor({
+      authenticator,
+      db: deps.database.db,
+      openServices: [HealthService.typeName, ...reflectionServiceNames],
+    }),
+  ];
   const router = createConnectRouter({
     interceptors,
     acceptCompression: [compressionGzip, compressionBrotli],
@@ -83,8 +106,14 @@ export function createApp(deps: AppDeps): App {
     (res as http.ServerResponse).writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(body);
   };
 
+  const oidc = createOidcRoutes({ issuerUrl: deps.issuerUrl, keys: deps.keys });
+
   const handler: RequestHandler = (req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0]!;
+    if (oidc.handles(path)) {
+      void oidc.handle(req, res, path);
+      return;
+    }
     const rpc = rpcByPath.get(path);
     if (rpc) {
       const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);

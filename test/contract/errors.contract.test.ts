@@ -13,12 +13,13 @@ import {
 } from "../../gen/google/rpc/error_details_pb.js";
 import { failedPrecondition, invalidArgument, notFound } from "../../src/kernel/errors/index.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
 
-// A stand-in ReposService whose behaviour is chosen by the uid it is asked for.
+// A stand-in ReposService whose behaviour is chosen by the last segment of the uid it is asked for.
 const faults = {
   getRepo(req: { uid: string }) {
-    switch (req.uid) {
+    switch (req.uid.split("/").pop()) {
       case "missing":
         throw notFound("chainguard.platform.registry.v2.Repo", req.uid);
       case "invalid":
@@ -37,9 +38,13 @@ const faults = {
 };
 
 let server: TestServer;
+let world: World;
 beforeAll(async () => {
   server = await startTestServer({ overrides: [{ service: ReposService, impl: faults }] });
+  world = await seedWorld(server);
 });
+const owner = () => world.auth("owner");
+const inOrg = (suffix: string) => () => ({ uid: `${world.org}/${suffix}` });
 afterAll(async () => {
   await server?.close();
 });
@@ -48,7 +53,8 @@ runContractCases("Errors", () => server.baseUrl, [
   contractCase({
     name: "invalid argument: BadRequest field violation and the specification's message form",
     method: ReposService.method.getRepo,
-    request: { uid: "invalid" },
+    request: inOrg("invalid"),
+    headers: owner,
     error: {
       code: Code.InvalidArgument,
       reason: "INVALID_ARGUMENT",
@@ -60,28 +66,31 @@ runContractCases("Errors", () => server.baseUrl, [
   contractCase({
     name: "not found: ResourceInfo naming the resource",
     method: ReposService.method.getRepo,
-    request: { uid: "missing" },
+    request: inOrg("missing"),
+    headers: owner,
     error: {
       code: Code.NotFound,
       reason: "NOT_FOUND",
-      details: [{ schema: ResourceInfoSchema, value: { resourceType: "chainguard.platform.registry.v2.Repo", resourceName: "missing" } }],
+      details: [{ schema: ResourceInfoSchema, value: { resourceType: "chainguard.platform.registry.v2.Repo", resourceName: expect.stringMatching(/\/missing$/) } }],
     },
   }),
   contractCase({
     name: "failed precondition: PreconditionFailure and the specification's message form",
     method: ReposService.method.deleteRepo,
-    request: { uid: "busy" },
+    request: inOrg("busy"),
+    headers: owner,
     error: {
       code: Code.FailedPrecondition,
       reason: "FAILED_PRECONDITION",
       message: "Precondition failed: the repo still has tags",
-      details: [{ schema: PreconditionFailureSchema, value: { violations: [{ type: "RESOURCE_NOT_EMPTY", subject: "busy" }] } }],
+      details: [{ schema: PreconditionFailureSchema, value: { violations: [{ type: "RESOURCE_NOT_EMPTY", subject: expect.stringMatching(/\/busy$/) }] } }],
     },
   }),
   contractCase({
     name: "unexpected failure: INTERNAL with a request id and nothing of the cause",
     method: ReposService.method.getRepo,
-    request: { uid: "crash" },
+    request: inOrg("crash"),
+    headers: owner,
     error: {
       code: Code.Internal,
       reason: "INTERNAL",
@@ -92,21 +101,24 @@ runContractCases("Errors", () => server.baseUrl, [
   contractCase({
     name: "serialization failure from the database: ABORTED, retryable",
     method: ReposService.method.getRepo,
-    request: { uid: "conflict" },
+    request: inOrg("conflict"),
+    headers: owner,
     error: { code: Code.Aborted, reason: "ABORTED", message: /retry/ },
   }),
   contractCase({
     name: "a method no domain implements yet: UNIMPLEMENTED with ErrorInfo",
     method: TagsService.method.listTags,
     request: {},
+    headers: owner,
     error: { code: Code.Unimplemented, reason: "UNIMPLEMENTED", domain: "registry.platform.test" },
   }),
   contractCase({
     name: "success passes through untouched",
     method: ReposService.method.getRepo,
-    request: { uid: "abc/def" },
+    request: inOrg("def"),
+    headers: owner,
     response: (repo) => {
-      expect(repo.uid).toBe("abc/def");
+      expect(repo.uid).toBe(`${world.org}/def`);
       expect(repo.name).toBe("found");
     },
   }),

@@ -161,8 +161,9 @@ export interface ExpectedError {
 export interface ContractCase<I extends DescMessage = DescMessage, O extends DescMessage = DescMessage> {
   name: string;
   method: DescMethodUnary<I, O>;
-  request?: MessageInitShape<I>;
-  headers?: Record<string, string>;
+  /** The request, or a function giving it when the test runs (for uids seeded in beforeAll). */
+  request?: MessageInitShape<I> | (() => MessageInitShape<I>);
+  headers?: Record<string, string> | (() => Record<string, string>);
   /** Expected success: checks on the response message. */
   response?: (message: MessageShape<O>) => void;
   /** Expected failure. */
@@ -196,7 +197,9 @@ export function runContractCases(title: string, baseUrl: () => string, cases: re
     for (const c of cases) {
       if (c.only && !c.only.includes(protocol)) continue;
       it(c.name, async () => {
-        const out = await call(protocol, baseUrl(), c.method, c.request ?? {}, c.headers);
+        const request = typeof c.request === "function" ? c.request() : (c.request ?? {});
+        const headers = typeof c.headers === "function" ? c.headers() : c.headers;
+        const out = await call(protocol, baseUrl(), c.method, request, headers);
         if (c.error) {
           expect(out.error, `expected ${Code[c.error.code]}, got a response`).toBeDefined();
           assertError(protocol, out.error!, c.error);

@@ -5,8 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ReposService, type ListReposRequest } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { ArtifactsService } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld, type World } from "../support/world.js";
 
 let server: TestServer;
+let world: World;
 const seen: string[] = [];
 
 beforeAll(async () => {
@@ -40,6 +42,7 @@ beforeAll(async () => {
       },
     ],
   });
+  world = await seedWorld(server);
 });
 afterAll(async () => {
   await server?.close();
@@ -48,7 +51,8 @@ afterAll(async () => {
 async function rest(method: string, path: string, body?: string) {
   const res = await fetch(server.baseUrl + path, {
     method,
-    ...(body !== undefined ? { body, headers: { "content-type": "application/json" } } : {}),
+    headers: { ...world.auth("owner"), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+    ...(body !== undefined ? { body } : {}),
   });
   return { status: res.status, headers: res.headers, json: (await res.json()) as Record<string, unknown> };
 }
@@ -65,23 +69,23 @@ describe("routing from the HTTP bindings", () => {
 
   it("a multi-segment uid reaches GetRepo whole", async () => {
     seen.length = 0;
-    const res = await rest("GET", "/registry/v2/repos/0123abcd/9f8e7d6c5b4a3210");
+    const res = await rest("GET", `/registry/v2/repos/${world.org}/9f8e7d6c5b4a3210`);
     expect(res.status).toBe(200);
-    expect(seen).toEqual(["GetRepo 0123abcd/9f8e7d6c5b4a3210"]);
-    expect(res.json).toMatchObject({ uid: "0123abcd/9f8e7d6c5b4a3210", name: "r", description: "", bundles: [] });
+    expect(seen).toEqual([`GetRepo ${world.org}/9f8e7d6c5b4a3210`]);
+    expect(res.json).toMatchObject({ uid: `${world.org}/9f8e7d6c5b4a3210`, name: "r", description: "", bundles: [] });
   });
 
   it("PATCH without updateMask changes only the fields present in the body", async () => {
     seen.length = 0;
-    const res = await rest("PATCH", "/registry/v2/repos/org/repo", JSON.stringify({ description: "new" }));
+    const res = await rest("PATCH", `/registry/v2/repos/${world.org}/repo`, JSON.stringify({ description: "new" }));
     expect(res.status).toBe(200);
-    expect(seen).toEqual(["UpdateRepo org/repo mask=description"]);
+    expect(seen).toEqual([`UpdateRepo ${world.org}/repo mask=description`]);
   });
 
   it("PATCH with updateMask passes the mask through", async () => {
     seen.length = 0;
-    await rest("PATCH", "/registry/v2/repos/org/repo?updateMask=description,name", JSON.stringify({ description: "x" }));
-    expect(seen).toEqual(["UpdateRepo org/repo mask=description,name"]);
+    await rest("PATCH", `/registry/v2/repos/${world.org}/repo?updateMask=description,name`, JSON.stringify({ description: "x" }));
+    expect(seen).toEqual([`UpdateRepo ${world.org}/repo mask=description,name`]);
   });
 
   it("repeated query parameters fill repeated fields, enums by name", async () => {
@@ -116,7 +120,7 @@ describe("REST errors", () => {
   });
 
   it("malformed JSON: 400 INVALID_ARGUMENT on the body", async () => {
-    const res = await rest("PATCH", "/registry/v2/repos/abc", "{oops");
+    const res = await rest("PATCH", `/registry/v2/repos/${world.org}/abc`, "{oops");
     expect(res.status).toBe(400);
     expect(res.json.code).toBe(3);
     expect(String(res.json.message)).toMatch(/^Invalid argument: body: /);
@@ -125,7 +129,7 @@ describe("REST errors", () => {
   });
 
   it("a JSON value of the wrong type: 400 naming the field", async () => {
-    const res = await rest("PATCH", "/registry/v2/repos/abc", JSON.stringify({ description: 42 }));
+    const res = await rest("PATCH", `/registry/v2/repos/${world.org}/abc`, JSON.stringify({ description: 42 }));
     expect(res.status).toBe(400);
     expect(String(res.json.message)).toMatch(/^Invalid argument: repo\.description: /);
   });

@@ -1,28 +1,51 @@
-// A real server on a real port (127.0.0.1, ephemeral), on a test database, for contract tests.
-import { createApp, type AppDeps } from "../../src/server/app.js";
+// A real server on a real port (127.0.0.1, ephemeral), on a test database, for contract tests. Its issuer
+// is its own base URL; `token()` mints an access token for any identity, as the service itself would.
+import { createApp, type App, type AppDeps } from "../../src/server/app.js";
 import { listen } from "../../src/server/listener.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { ensureSecret } from "../../src/db/secrets.js";
+import { ensureManagedRoles } from "../../src/iam/managed-roles.js";
+import { createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/index.js";
 import { openTestDatabase, type TestDatabase } from "./database.js";
 
 export interface TestServer {
   baseUrl: string;
   port: number;
   database: TestDatabase;
+  keys: KeyStore;
+  /** An access token of this server for the identity (default lifetime 10 minutes; negative: already expired). */
+  token(identityUid: string, opts?: { ttlSeconds?: number }): Promise<string>;
   close(): Promise<void>;
 }
 
-export async function startTestServer(opts: Partial<Omit<AppDeps, "database" | "pageTokenSecret">> = {}): Promise<TestServer> {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external">>;
+
+export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
   const database = await openTestDatabase();
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
-  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, ...opts });
-  const listener = await listen(app.handler, { port: 0, host: "127.0.0.1" });
+  const keys = await createKeyStore(database.db);
+  await ensureManagedRoles(database.db);
+  // Listen first: the issuer URL is the server's own address.
+  const late: { app?: App } = {};
+  const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1" });
   const port = listener.address.port;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, ...opts });
+  late.app = app;
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl,
     port,
     database,
+    keys,
+    async token(identityUid, t = {}) {
+      const ttl = t.ttlSeconds ?? 600;
+      if (ttl >= 0) {
+        return (await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: ttl })).token;
+      }
+      // An expired token: issued and expired in the past, beyond the verifier's clock tolerance.
+      return (await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: 1, notAfter: Math.floor(Date.now() / 1000) + ttl })).token;
+    },
     async close() {
       app.drain();
       await listener.close(1000);

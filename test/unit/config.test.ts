@@ -27,7 +27,34 @@ describe("loadConfig", () => {
   });
 
   it("reads the database and port settings", () => {
-    const c = loadConfig({ PORT: "9090", DATABASE_URL: "postgres://x@h/db", DATA_DIR: "/var/lib/x", MODE: "production" });
-    expect(c).toMatchObject({ port: 9090, databaseUrl: "postgres://x@h/db", dataDir: "/var/lib/x", mode: "production" });
+    const c = loadConfig({
+      PORT: "9090",
+      DATABASE_URL: "postgres://x@h/db",
+      DATA_DIR: "/var/lib/x",
+      MODE: "production",
+      ISSUER_URL: "https://api.example.com/",
+    });
+    expect(c).toMatchObject({
+      port: 9090,
+      databaseUrl: "postgres://x@h/db",
+      dataDir: "/var/lib/x",
+      mode: "production",
+      issuerUrl: "https://api.example.com",
+      allowInsecureLoopbackIssuers: false,
+    });
+  });
+
+  it("defaults the issuer to this server on localhost, and allows loopback http issuers in development only", () => {
+    expect(loadConfig({ PORT: "9000" })).toMatchObject({ issuerUrl: "http://localhost:9000", allowInsecureLoopbackIssuers: true });
+    expect(loadConfig({ ALLOW_INSECURE_LOOPBACK_ISSUERS: "false" }).allowInsecureLoopbackIssuers).toBe(false);
+  });
+
+  it.each([
+    [{ MODE: "production" }, /ISSUER_URL must use https in production/],
+    [{ ISSUER_URL: "not a url" }, /ISSUER_URL must be an absolute URL/],
+    [{ ISSUER_URL: "ftp://x" }, /ISSUER_URL must be http/],
+    [{ ALLOW_INSECURE_LOOPBACK_ISSUERS: "yes" }, /must be true or false/],
+  ])("rejects issuer settings %j", (env, message) => {
+    expect(() => loadConfig(env)).toThrow(message);
   });
 });

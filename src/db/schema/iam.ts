@@ -1,0 +1,123 @@
+// Identity and access: the group tree, identities, roles, role bindings, and this server's signing keys.
+//
+// Integrity lives here. Every resource under a group references it with ON DELETE RESTRICT, so deleting a
+// group that still has children fails in the database (SQLSTATE 23503), also against a concurrent insert
+// beneath it: the insert's foreign-key check locks the parent row. Domains added later reference groups
+// the same way (registry repos, event subscriptions, ...).
+import { sql } from "drizzle-orm";
+import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex, type AnyPgColumn } from "drizzle-orm/pg-core";
+import { instant, uidText } from "./columns.js";
+
+export const groups = pgTable(
+  "groups",
+  {
+    /** Root: 40 lowercase hex. Child: <parent uid>/<16 lowercase hex>. */
+    uid: uidText("uid").primaryKey(),
+    /** Null for a root group (an organization). */
+    parentUid: uidText("parent_uid").references((): AnyPgColumn => groups.uid, { onDelete: "restrict" }),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    verified: boolean("verified").notNull().default(false),
+    /** chainguard.platform.iam.v2.OrgKind */
+    kind: integer("kind").notNull().default(0),
+    /** chainguard.platform.iam.v2.OrgStatus */
+    status: integer("status").notNull().default(2),
+    createTime: instant("create_time").notNull().defaultNow(),
+    updateTime: instant("update_time").notNull().defaultNow(),
+  },
+  (t) => [
+    index("groups_parent_idx").on(t.parentUid, t.uid),
+    index("groups_name_idx").on(t.name, t.uid),
+    index("groups_create_time_idx").on(t.createTime, t.uid),
+  ],
+);
+
+export const identities = pgTable(
+  "identities",
+  {
+    /** Under a group: <group uid>/<16 hex>. A root-level identity (a person, created by bootstrap): 40 hex. */
+    uid: uidText("uid").primaryKey(),
+    /** The group the identity was created under and is confined to; null for root-level identities. */
+    parentUid: uidText("parent_uid").references(() => groups.uid, { onDelete: "restrict" }),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    email: text("email").notNull().default(""),
+    emailUnverified: text("email_unverified").notNull().default(""),
+    company: text("company").notNull().default(""),
+    /** The relationship oneof as proto3 JSON: {"claimMatch": {...}} | {"staticKeys": {...}} | ... */
+    relationship: jsonb("relationship").$type<Record<string, unknown>>().notNull(),
+    /** RelationshipType of `relationship`, for filtering. */
+    relationshipType: integer("relationship_type").notNull(),
+    /** Exact issuer and subject when the relationship names them (claim_match.issuer/subject, static_keys). */
+    issuer: text("issuer"),
+    subject: text("subject"),
+    lastSeenTime: instant("last_seen_time"),
+    createTime: instant("create_time").notNull().defaultNow(),
+    updateTime: instant("update_time").notNull().defaultNow(),
+  },
+  (t) => [
+    index("identities_parent_idx").on(t.parentUid, t.uid),
+    index("identities_issuer_subject_idx").on(t.issuer, t.subject),
+    index("identities_name_idx").on(t.name, t.uid),
+  ],
+);
+
+export const roles = pgTable(
+  "roles",
+  {
+    /** Managed roles: 40 hex, no '/'. Custom roles: <group uid>/<16 hex>. */
+    uid: uidText("uid").primaryKey(),
+    /** Null for managed roles. */
+    parentUid: uidText("parent_uid").references(() => groups.uid, { onDelete: "restrict" }),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    /** chainguard.capabilities.Capability values. */
+    capabilities: integer("capabilities").array().notNull(),
+    managed: boolean("managed").notNull().default(false),
+    createTime: instant("create_time").notNull().defaultNow(),
+    updateTime: instant("update_time").notNull().defaultNow(),
+  },
+  (t) => [
+    index("roles_parent_idx").on(t.parentUid, t.uid),
+    uniqueIndex("roles_managed_name_idx").on(t.name).where(sql`managed`),
+  ],
+);
+
+export const roleBindings = pgTable(
+  "role_bindings",
+  {
+    /** <group uid>/<16 hex> */
+    uid: uidText("uid").primaryKey(),
+    groupUid: uidText("group_uid")
+      .notNull()
+      .references(() => groups.uid, { onDelete: "restrict" }),
+    /** Deleting an identity deletes its bindings. */
+    identityUid: uidText("identity_uid")
+      .notNull()
+      .references(() => identities.uid, { onDelete: "cascade" }),
+    /** A role still bound cannot be deleted. */
+    roleUid: uidText("role_uid")
+      .notNull()
+      .references(() => roles.uid, { onDelete: "restrict" }),
+    createTime: instant("create_time").notNull().defaultNow(),
+    updateTime: instant("update_time").notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("role_bindings_unique_idx").on(t.groupUid, t.identityUid, t.roleUid),
+    index("role_bindings_identity_idx").on(t.identityUid, t.groupUid),
+    index("role_bindings_group_idx").on(t.groupUid, t.uid),
+    index("role_bindings_role_idx").on(t.roleUid),
+  ],
+);
+
+/** Keys this server signs its tokens with. The newest unretired key signs; all unexpired ones verify. */
+export const signingKeys = pgTable("signing_keys", {
+  kid: text("kid").primaryKey(),
+  alg: text("alg").notNull(),
+  /** Private JWK (this database is the key store: protect it accordingly). */
+  privateJwk: jsonb("private_jwk").$type<Record<string, unknown>>().notNull(),
+  publicJwk: jsonb("public_jwk").$type<Record<string, unknown>>().notNull(),
+  createTime: instant("create_time").notNull().defaultNow(),
+  /** Set when a newer key takes over signing; the key keeps verifying (and is published) until then + max token lifetime. */
+  retireTime: instant("retire_time"),
+});

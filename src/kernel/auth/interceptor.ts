@@ -1,0 +1,87 @@
+// Authentication and authorization for every protocol, driven by each method's `auth` option:
+//   disabled                 -> no token needed
+//   enabled, scoped          -> a valid bearer token, and every listed capability on the group named by the
+//                               request's iam_scope field (bindings on that group or any ancestor)
+//   enabled, unscoped        -> a valid bearer token; the handler filters (Lists: visibleScopes) or checks
+// Authorization runs before the handler reads anything, so a caller without the capability gets
+// PERMISSION_DENIED whether or not the resource exists.
+import type { DescField, DescMethod } from "@bufbuild/protobuf";
+import type { Interceptor } from "@connectrpc/connect";
+import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
+import type { Db } from "../../db/client.js";
+import { authRuleOf, scopePathOf } from "../descriptors.js";
+import { invalidArgument, unauthenticated } from "../errors/index.js";
+import { isValidUid } from "../uidp.js";
+import { createAccess } from "./access.js";
+import type { Authenticator } from "./authenticator.js";
+import { accessKey } from "./principal.js";
+
+type Rule =
+  | { kind: "disabled" }
+  | { kind: "unscoped"; capabilities: Capability[] }
+  | { kind: "scoped"; capabilities: Capability[]; scopePath: DescField[] };
+
+/** The method's rule in the form the interceptor uses. Methods with no rule are refused (fail closed). */
+export function ruleOf(method: DescMethod): Rule {
+  const auth = authRuleOf(method);
+  if (!auth || auth.mode.case === undefined) throw new Error(`${method.parent.typeName}.${method.name} has no auth rule`);
+  if (auth.mode.case === "disabled") return { kind: "disabled" };
+  const { capabilities, unscoped } = auth.mode.value;
+  if (unscoped) return { kind: "unscoped", capabilities };
+  const scopePath = scopePathOf(method.input);
+  if (!scopePath) throw new Error(`${method.parent.typeName}.${method.name} is scoped but has no iam_scope field`);
+  return { kind: "scoped", capabilities, scopePath };
+}
+
+/** The scope uid from the request, following the iam_scope path (e.g. group.uid). */
+function scopeOf(message: unknown, path: DescField[]): string {
+  let value: unknown = message;
+  for (const f of path) value = (value as Record<string, unknown> | undefined)?.[f.localName];
+  const uid = typeof value === "string" ? value : "";
+  const field = path.map((f) => f.name).join(".");
+  if (uid === "") throw invalidArgument({ field, description: "is required" });
+  if (!isValidUid(uid)) throw invalidArgument({ field, description: "is not a valid uid" });
+  return uid;
+}
+
+/** The bearer token of a request, or undefined. */
+export function bearerToken(header: Headers): string | undefined {
+  const value = header.get("authorization");
+  if (!value) return undefined;
+  const m = /^\s*bearer\s+(\S+)\s*$/i.exec(value);
+  return m?.[1];
+}
+
+export interface AuthInterceptorOptions {
+  authenticator: Authenticator;
+  db: Db;
+  /**
+   * Services outside the API contract that need no credentials (gRPC health and reflection). Any other
+   * method without an auth rule is refused.
+   */
+  openServices?: readonly string[];
+}
+
+export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor {
+  const open = new Set(opts.openServices ?? []);
+  const rules = new Map<DescMethod, Rule>();
+  const cachedRuleOf = (m: DescMethod): Rule => {
+    let r = rules.get(m);
+    if (!r) rules.set(m, (r = open.has(m.parent.typeName) ? { kind: "disabled" } : ruleOf(m)));
+    return r;
+  };
+
+  return (next) => async (req) => {
+    const rule = cachedRuleOf(req.method);
+    if (rule.kind === "disabled") return next(req);
+    const token = bearerToken(req.header);
+    if (!token) throw unauthenticated("This method needs an Authorization: Bearer <token> header", "TOKEN_MISSING");
+    const principal = await opts.authenticator.authenticate(token);
+    const access = createAccess(opts.db, principal);
+    req.contextValues.set(accessKey, access);
+    if (rule.kind === "scoped" && !req.stream) {
+      await access.require(scopeOf(req.message, rule.scopePath), rule.capabilities);
+    }
+    return next(req);
+  };
+}

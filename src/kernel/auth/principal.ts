@@ -1,0 +1,44 @@
+// Who is calling, and what they may do: set by the auth interceptor on every authenticated call, read by
+// handlers through accessOf(ctx).
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
+import { unauthenticated } from "../errors/index.js";
+
+export interface Principal {
+  /** The identity the caller acts as. */
+  identityUid: string;
+  /**
+   * The group the identity was created under; its capabilities never reach outside that subtree. Undefined
+   * for a root-level identity (a person, created by bootstrap), which is limited by its bindings only.
+   */
+  homeGroup: string | undefined;
+  /** Issuer and subject of the token presented. */
+  issuer: string;
+  subject: string;
+  /** For a token this service minted by exchange: the issuer and subject of the token exchanged. */
+  upstream?: { issuer: string; subject: string } | undefined;
+}
+
+export interface Access {
+  readonly principal: Principal;
+  /** Capabilities the principal holds on `uid` (a group, or a resource inside one). */
+  capabilitiesAt(uid: string): Promise<ReadonlySet<Capability>>;
+  /** Whether the principal holds every one of `capabilities` on `uid`. */
+  holds(uid: string, capabilities: readonly Capability[]): Promise<boolean>;
+  /** Throws PERMISSION_DENIED unless the principal holds every one of `capabilities` on `uid`. */
+  require(uid: string, capabilities: readonly Capability[]): Promise<void>;
+  /**
+   * The roots of the subtrees where the principal holds every one of `capabilities`: an unscoped List
+   * returns only rows whose uid is one of these or lies beneath one (see scopePredicate).
+   */
+  visibleScopes(capabilities: readonly Capability[]): Promise<readonly string[]>;
+}
+
+export const accessKey = createContextKey<Access | undefined>(undefined, { description: "caller access" });
+
+/** The caller's access; every method whose rule is not `disabled` has one. */
+export function accessOf(ctx: HandlerContext): Access {
+  const access = ctx.values.get(accessKey);
+  if (!access) throw unauthenticated("This method needs an authenticated caller");
+  return access;
+}
