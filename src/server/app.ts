@@ -15,7 +15,9 @@ import { log } from "../kernel/log.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
-import type { ServiceBinding } from "./bindings.js";
+import type { DomainDeps, ServiceBinding } from "./bindings.js";
+import { iamBindings } from "../iam/index.js";
+import { stsBindings } from "../sts/index.js";
 import { createHealth } from "./health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
 import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
@@ -48,7 +50,14 @@ export interface App {
  * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol. Domains add their implementations here.
  */
 function registerServices(router: ConnectRouter, deps: AppDeps): void {
-  const bindings: ServiceBinding[] = [...pingBindings, ...(deps.overrides ?? [])];
+  const domain: DomainDeps = {
+    db: deps.database.db,
+    pageTokenSecret: deps.pageTokenSecret,
+    issuerUrl: deps.issuerUrl,
+    keys: deps.keys,
+    external: deps.external,
+  };
+  const bindings: ServiceBinding[] = [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...(deps.overrides ?? [])];
   const impls = new Map<string, object>();
   for (const { service, impl } of bindings) impls.set(service.typeName, impl);
   for (const service of apiServices) {
