@@ -65,7 +65,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const serviceDomain = env.SERVICE_DOMAIN || "platform.local";
   if (!/^[a-z0-9.-]+$/.test(serviceDomain)) throw new ConfigError("SERVICE_DOMAIN must be a DNS-like name");
   const port = integer("PORT", env.PORT, 8080, 0, 65535);
-  const mode = oneOf("MODE", env.MODE, ["development", "production"] as const, "development");
+  const mode = oneOf("SERVER_MODE", env.SERVER_MODE, ["development", "production"] as const, "development");
   const issuerUrl = (env.ISSUER_URL || `http://localhost:${port}`).replace(/\/+$/, "");
   let issuer: URL;
   try {

@@ -37,7 +37,7 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
       `  export TOKEN=${token}`,
       `  curl -H "Authorization: Bearer $TOKEN" ${base}/iam/v2/groups/${group}`,
       "",
-      "Set MODE=production to disable this.",
+      "Set SERVER_MODE=production to disable this.",
       "",
     ].join("\n") + "\n",
   );

@@ -16,7 +16,7 @@ describe("loadConfig", () => {
   it.each([
     [{ PORT: "x" }, /PORT must be an integer/],
     [{ PORT: "70000" }, /PORT must be an integer between 0 and 65535/],
-    [{ MODE: "prod" }, /MODE must be one of development, production/],
+    [{ SERVER_MODE: "prod" }, /SERVER_MODE must be one of development, production/],
     [{ LOG_LEVEL: "loud" }, /LOG_LEVEL must be one of/],
     [{ TLS_CERT_FILE: "/tmp/cert.pem" }, /must be set together/],
     [{ TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, /TLS_CERT_FILE: cannot read/],
@@ -31,7 +31,7 @@ describe("loadConfig", () => {
       PORT: "9090",
       DATABASE_URL: "postgres://x@h/db",
       DATA_DIR: "/var/lib/x",
-      MODE: "production",
+      SERVER_MODE: "production",
       ISSUER_URL: "https://api.example.com/",
     });
     expect(c).toMatchObject({
@@ -50,7 +50,7 @@ describe("loadConfig", () => {
   });
 
   it.each([
-    [{ MODE: "production" }, /ISSUER_URL must use https in production/],
+    [{ SERVER_MODE: "production" }, /ISSUER_URL must use https in production/],
     [{ ISSUER_URL: "not a url" }, /ISSUER_URL must be an absolute URL/],
     [{ ISSUER_URL: "ftp://x" }, /ISSUER_URL must be http/],
     [{ ALLOW_INSECURE_LOOPBACK_ISSUERS: "yes" }, /must be true or false/],

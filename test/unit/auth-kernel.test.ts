@@ -1,0 +1,58 @@
+import { describe, expect, it } from "vitest";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
+import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
+import { bearerToken, effectiveScope, outermost, ruleOf } from "../../src/kernel/auth/index.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+
+describe("effectiveScope: a binding's reach for an identity confined to its home group", () => {
+  it.each([
+    // binding group, home group, reach
+    ["org", undefined, "org"],
+    ["org", "org", "org"],
+    ["org", "org/team", "org/team"], // bound above home: only home's subtree
+    ["org/team", "org", "org/team"], // bound beneath home
+    ["org/team/x", "org/team", "org/team/x"],
+    ["org/other", "org/team", undefined], // sibling: never
+    ["acme", "org/team", undefined], // another organization: never
+  ])("binding on %s, home %s -> %s", (binding, home, reach) => {
+    expect(effectiveScope(binding, home)).toBe(reach);
+  });
+});
+
+describe("outermost", () => {
+  it.each([
+    [[], []],
+    [["org/team", "org"], ["org"]],
+    [["org/team", "org/other"], ["org/other", "org/team"]],
+    [["org/team", "org/team", "org/teamx"], ["org/team", "org/teamx"]],
+  ])("%j -> %j", (input, out) => expect(outermost(input)).toEqual(out));
+});
+
+describe("bearerToken", () => {
+  it.each([
+    ["Bearer abc.def.ghi", "abc.def.ghi"],
+    ["bearer abc", "abc"],
+    ["  BEARER   abc  ", "abc"],
+    ["Basic abc", undefined],
+    ["Bearer", undefined],
+    ["Bearer a b", undefined],
+    ["", undefined],
+  ])("%j -> %j", (value, token) => {
+    const h = new Headers();
+    if (value) h.set("authorization", value);
+    expect(bearerToken(h)).toBe(token);
+  });
+});
+
+describe("ruleOf reads the method options", () => {
+  it("disabled", () => expect(ruleOf(PingService.method.ping)).toEqual({ kind: "disabled" }));
+  it("scoped, with the scope path into the request", () => {
+    const rule = ruleOf(GroupsService.method.updateGroup);
+    expect(rule.kind).toBe("scoped");
+    if (rule.kind !== "scoped") return;
+    expect(rule.capabilities).toEqual([Capability.CAP_IAM_GROUPS_UPDATE]);
+    expect(rule.scopePath.map((f) => f.name)).toEqual(["group", "uid"]);
+  });
+  it("unscoped", () => expect(ruleOf(RolesService.method.listRoles)).toEqual({ kind: "unscoped", capabilities: [Capability.CAP_IAM_ROLES_LIST] }));
+});
