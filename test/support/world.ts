@@ -6,14 +6,15 @@
 //   org/other                 sibling child group
 //   callers: owner, editor, viewer (bound on org), teamViewer (viewer on org/team),
 //            otherViewer (viewer on org/other: a sibling of team), confined (created under org/team,
-//            owner on org: its access is confined to org/team), stranger (no bindings)
+//            owner on org: its access is confined to org/team), confinedOther (created under org/other,
+//            owner on org: confined to org/other), stranger (no bindings)
 import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { groups, identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import type { TestServer } from "./server.js";
 
-export type Caller = "owner" | "editor" | "viewer" | "teamViewer" | "otherViewer" | "confined" | "stranger";
+export type Caller = "owner" | "editor" | "viewer" | "teamViewer" | "otherViewer" | "confined" | "confinedOther" | "stranger";
 
 export interface World {
   org: string;
@@ -54,6 +55,7 @@ export async function seedWorld(server: TestServer, name = "acme"): Promise<Worl
     teamViewer: person("teamViewer"),
     otherViewer: person("otherViewer"),
     confined: person("confined", team),
+    confinedOther: person("confinedOther", other),
     stranger: person("stranger"),
   } satisfies Record<Caller, unknown>;
   await db.insert(identities).values(Object.values(rows));
@@ -70,6 +72,7 @@ export async function seedWorld(server: TestServer, name = "acme"): Promise<Worl
     bind("teamViewer", "viewer", team),
     bind("otherViewer", "viewer", other),
     bind("confined", "owner", org),
+    bind("confinedOther", "owner", org),
   ]);
   const identity = Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, v.uid])) as Record<Caller, string>;
   const token = Object.fromEntries(
