@@ -52,6 +52,11 @@ export const identities = pgTable(
     issuer: text("issuer"),
     subject: text("subject"),
     lastSeenTime: instant("last_seen_time"),
+    /**
+     * The caller-maintained IdentityMetadata (UpdateIdentityMetadata) as proto3 JSON, without the fields that
+     * are identity columns (uid, name, company).
+     */
+    metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
     createTime: instant("create_time").notNull().defaultNow(),
     updateTime: instant("update_time").notNull().defaultNow(),
   },

@@ -1,3 +1,4 @@
 // The whole database schema, one file per domain. drizzle-kit reads this to generate migrations.
 export * from "./server.js";
 export * from "./iam.js";
+export * from "./registry.js";

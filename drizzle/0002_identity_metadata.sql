@@ -1,0 +1,1 @@
+ALTER TABLE "identities" ADD COLUMN "metadata" jsonb DEFAULT '{}'::jsonb NOT NULL;
