@@ -1,6 +1,108 @@
-// GroupsService (placeholder until implemented).
+// GroupsService: the group tree. A root group is an organization; only root-level identities (people) may
+// create one, and they become its owner. Scoped methods (Get, Update, Delete) are authorized by the auth
+// interceptor before they run; CreateGroup and ListGroups are unscoped and check or filter here.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import {
+  CheckEligibilityResponseSchema,
+  GroupSchema,
+  GroupsService,
+  ListGroupsResponseSchema,
+  LookupGroupResponseSchema,
+} from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { accessOf } from "../kernel/auth/index.js";
+import { invalidArgument, notFound, permissionDenied, unimplemented } from "../kernel/errors/index.js";
+import { applyUpdate } from "../kernel/field-mask.js";
+import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
+import { isValidUid } from "../kernel/uidp.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { groupFields, toGroup } from "./groups.mapper.js";
+import { createGroupStore, GROUP_TYPE } from "./groups.store.js";
+import { groupViolations, parentDepthViolations, throwIfAny } from "./validate.js";
 
-export function groupsBindings(_deps: DomainDeps): ServiceBinding[] {
-  return [];
+export const groupList = defineListSpec({
+  name: "iam.v2.ListGroups",
+  message: GroupSchema,
+  orderBy: ["name", "create_time", "update_time"],
+  defaultOrder: "uid",
+});
+
+export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
+  const store = createGroupStore(deps.db);
+
+  const impl: ServiceImpl<typeof GroupsService> = {
+    async getGroup(req) {
+      return toGroup(await store.require(req.uid));
+    },
+
+    async listGroups(req, ctx) {
+      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_GROUPS_LIST]);
+      const plan = parseListRequest(req, groupList, {
+        secret: deps.pageTokenSecret,
+        filters: { uidp: req.uidp, name: req.name },
+        scope: scopes,
+      });
+      const page = await store.list(plan, { scopes, uidp: req.uidp, name: req.name });
+      return create(ListGroupsResponseSchema, { groups: page.rows.map(toGroup), ...pageFields(page) });
+    },
+
+    async createGroup(req, ctx) {
+      const access = accessOf(ctx);
+      const group = req.group ?? create(GroupSchema);
+      if (req.parent !== "") {
+        if (!isValidUid(req.parent)) throw invalidArgument({ field: "parent", description: "is not a valid group uid" });
+        // Authorization before existence: the capability on the parent is checked before it is looked up.
+        await access.require(req.parent, [Capability.CAP_IAM_GROUPS_CREATE]);
+        throwIfAny([...parentDepthViolations(req.parent), ...groupViolations(group)]);
+        return toGroup(await store.createChild(req.parent, groupFields(group)));
+      }
+      if (access.principal.homeGroup !== undefined) {
+        throw permissionDenied(
+          "Permission denied: only a root-level identity may create an organization (an identity created under a group is confined to it); name a parent group to create a sub-group",
+        );
+      }
+      throwIfAny(groupViolations(group));
+      return toGroup(await store.createOrganization(groupFields(group), access.principal.identityUid));
+    },
+
+    async updateGroup(req) {
+      const patch = req.group ?? create(GroupSchema);
+      const row = await store.update(patch.uid, (current) => {
+        const { message, changed } = applyUpdate(GroupSchema, toGroup(current), patch, req.updateMask);
+        if (changed.length === 0) return undefined;
+        throwIfAny(groupViolations(message, changed));
+        return groupFields(message);
+      });
+      return toGroup(row);
+    },
+
+    async deleteGroup(req) {
+      await store.delete(req.uid);
+      return {};
+    },
+
+    async lookupGroup(_req, ctx) {
+      const { principal } = accessOf(ctx);
+      const home = principal.homeGroup ?? (await store.oldestBindingGroup(principal.identityUid))?.split("/")[0];
+      const row = home === undefined ? undefined : await store.get(home);
+      if (!row) {
+        throw notFound(GROUP_TYPE, home ?? "", "The caller has no group: it was not created under one and holds no role binding");
+      }
+      return create(LookupGroupResponseSchema, { group: toGroup(row) });
+    },
+
+    checkEligibility(_req, ctx) {
+      // Eligible to create an organization: a root-level identity (CreateGroup with no parent).
+      return create(CheckEligibilityResponseSchema, { eligible: accessOf(ctx).principal.homeGroup === undefined });
+    },
+
+    requestGroupAccess() {
+      throw unimplemented(
+        "RequestGroupAccess is not available on this server: it has no access-request approval workflow. Ask an owner of the group to create a role binding for you.",
+      );
+    },
+  };
+
+  return [{ service: GroupsService, impl }];
 }

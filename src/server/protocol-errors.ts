@@ -39,9 +39,19 @@ async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
 }
 
 async function patchConnectUnary(res: UniversalServerResponse, domain: string): Promise<UniversalServerResponse> {
+  // A compressed body is a large error, which only handlers produce (through the boundary, so complete
+  // already); the protocol layer's own errors are short and never compressed. Pass it through untouched.
+  const encoding = res.header?.get("content-encoding");
+  if (encoding && encoding !== "identity") return res;
   const bytes = await readAll(res.body!);
-  const err = errorFromJsonBytes(bytes, undefined, new ConnectError("undecodable error", Code.Unknown));
-  if (carriesErrorInfo(err)) return { ...res, body: (async function* () { yield bytes; })() };
+  const passThrough = { ...res, body: (async function* () { yield bytes; })() };
+  let err: ConnectError;
+  try {
+    err = errorFromJsonBytes(bytes, undefined, new ConnectError("undecodable error", Code.Unknown));
+  } catch {
+    return passThrough;
+  }
+  if (carriesErrorInfo(err)) return passThrough;
   const body = errorToJsonBytes(complete(err, domain), {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));

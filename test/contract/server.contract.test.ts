@@ -11,6 +11,7 @@ import { Health, HealthCheckResponse_ServingStatus } from "../../gen/health/v1/h
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld } from "../support/world.js";
 
 const run = promisify(execFile);
 let server: TestServer;
@@ -106,5 +107,23 @@ describe("errors raised by the protocol layer", () => {
     } finally {
       session.close();
     }
+  });
+});
+
+describe("large error bodies", () => {
+  it("a Connect error over the compression threshold still arrives, compressed, when the client accepts gzip", async () => {
+    // A long uid makes a long error message (the permission check names it): over 1 KiB.
+    const world = await seedWorld(server, "large-errors");
+    const uid = "a".repeat(1000);
+    const res = await fetch(`${server.baseUrl}/chainguard.platform.iam.v2.GroupsService/GetGroup`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "accept-encoding": "gzip", ...world.auth("owner") },
+      body: JSON.stringify({ uid }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(res.status).toBe(403);
+    expect(Number(res.headers.get("content-length") ?? "0") > 0 || res.headers.get("content-encoding") === "gzip").toBe(true);
+    const body = (await res.json()) as { details: Array<{ type: string }> };
+    expect(body.details[0]!.type).toBe("google.rpc.ErrorInfo");
   });
 });

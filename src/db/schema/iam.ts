@@ -1,7 +1,7 @@
 // Identity and access: the group tree, identities, roles, role bindings, and this server's signing keys.
 //
 // Integrity lives here. Every resource under a group references it with ON DELETE RESTRICT, so deleting a
-// group that still has children fails in the database (SQLSTATE 23503), also against a concurrent insert
+// group that still has children fails in the database (SQLSTATE 23001, restrict_violation), also against a concurrent insert
 // beneath it: the insert's foreign-key check locks the parent row. Domains added later reference groups
 // the same way (registry repos, event subscriptions, ...).
 import { sql } from "drizzle-orm";
