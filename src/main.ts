@@ -5,6 +5,7 @@ import { ensureSecret } from "./db/secrets.js";
 import { bootstrap } from "./iam/bootstrap.js";
 import { ensureManagedRoles } from "./iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "./kernel/auth/index.js";
+import { createExternalVerifier } from "./kernel/auth/external.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
 import { createApp } from "./server/app.js";
@@ -56,6 +57,11 @@ async function main(): Promise<void> {
     pageTokenSecret,
     issuerUrl: config.issuerUrl,
     keys,
+    external: createExternalVerifier({
+      db: database.db,
+      allowInsecureLoopback: config.allowInsecureLoopbackIssuers,
+      self: { issuer: config.issuerUrl, keys },
+    }),
   });
   const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
   if (config.mode === "development") await developmentLogin(database.db, keys, config);

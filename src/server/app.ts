@@ -10,6 +10,7 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { allFiles, apiMethods, apiServices, registry } from "../kernel/descriptors.js";
 import { createErrorBoundary } from "../kernel/errors/index.js";
 import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
+import { createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
 import { log } from "../kernel/log.js";
 import type { Database } from "../db/client.js";
@@ -18,6 +19,7 @@ import { pingBindings } from "../ping/ping.service.js";
 import type { DomainDeps, ServiceBinding } from "./bindings.js";
 import { iamBindings } from "../iam/index.js";
 import { stsBindings } from "../sts/index.js";
+import { registryBindings } from "../registry/index.js";
 import { createHealth } from "./health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
 import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
@@ -33,7 +35,10 @@ export interface AppDeps {
   issuerUrl: string;
   /** Signing keys shared by every replica through the database. */
   keys: KeyStore;
-  /** Verifies tokens of external OIDC issuers against identities' claimMatch. */
+  /**
+   * Verifies tokens of external OIDC issuers against identities' claimMatch. Default: the OIDC verifier
+   * (kernel/auth/external.ts) with plain-http loopback issuers refused.
+   */
   external?: ExternalVerifier;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
@@ -49,15 +54,15 @@ export interface App {
  * Every API service is registered, so every route of the contract exists; a method no domain implements
  * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol. Domains add their implementations here.
  */
-function registerServices(router: ConnectRouter, deps: AppDeps): void {
+function registerServices(router: ConnectRouter, deps: AppDeps, external: ExternalVerifier): void {
   const domain: DomainDeps = {
     db: deps.database.db,
     pageTokenSecret: deps.pageTokenSecret,
     issuerUrl: deps.issuerUrl,
     keys: deps.keys,
-    external: deps.external,
+    external,
   };
-  const bindings: ServiceBinding[] = [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...(deps.overrides ?? [])];
+  const bindings: ServiceBinding[] = [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...(deps.overrides ?? [])];
   const impls = new Map<string, object>();
   for (const { service, impl } of bindings) impls.set(service.typeName, impl);
   for (const service of apiServices) {
@@ -66,12 +71,15 @@ function registerServices(router: ConnectRouter, deps: AppDeps): void {
 }
 
 export function createApp(deps: AppDeps): App {
+  const external =
+    deps.external ??
+    createExternalVerifier({ db: deps.database.db, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
   const authenticator = createAuthenticator({
     db: deps.database.db,
     keys: deps.keys,
     issuer: deps.issuerUrl,
     audience: deps.issuerUrl,
-    ...(deps.external ? { external: deps.external } : {}),
+    external,
   });
   const interceptors: Interceptor[] = [
     createErrorBoundary(deps.serviceDomain),
@@ -86,7 +94,7 @@ export function createApp(deps: AppDeps): App {
     acceptCompression: [compressionGzip, compressionBrotli],
     jsonOptions: { registry },
   });
-  registerServices(router, deps);
+  registerServices(router, deps, external);
 
   const health = createHealth();
   health.register(router);

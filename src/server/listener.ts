@@ -26,13 +26,28 @@ export interface Listener {
 }
 
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+const MAX_HEADER_BYTES = 64 * 1024;
+
+/** A malformed HTTP/1.1 request: answer with a status when the socket still can, then close it. */
+function answerClientError(err: Error & { code?: string }, socket: net.Socket): void {
+  if (socket.writable && !socket.destroyed) {
+    const status = err.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  } else {
+    socket.destroy();
+  }
+}
 const TLS_HANDSHAKE = 0x16;
 const SNIFF_TIMEOUT_MS = 10_000;
 
 export async function listen(handler: RequestHandler, opts: ListenOptions): Promise<Listener> {
-  const h1 = http.createServer({ keepAliveTimeout: 65_000 }, handler);
-  const h2c = http2.createServer({}, handler);
-  const tls = opts.tls ? http2.createSecureServer({ ...opts.tls, allowHTTP1: true }, handler) : undefined;
+  // Headers up to 64 KiB, so an oversized bearer token reaches the authenticator (which refuses it with
+  // 401) instead of being cut off by the HTTP parser.
+  const h1 = http.createServer({ keepAliveTimeout: 65_000, maxHeaderSize: MAX_HEADER_BYTES }, handler);
+  const h2c = http2.createServer({ settings: { maxHeaderListSize: MAX_HEADER_BYTES } }, handler);
+  const tls = opts.tls
+    ? http2.createSecureServer({ ...opts.tls, allowHTTP1: true, settings: { maxHeaderListSize: MAX_HEADER_BYTES } }, handler)
+    : undefined;
 
   const sockets = new Set<net.Socket>();
   const sessions = new Set<http2.Http2Session>();
@@ -42,7 +57,7 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       session.once("close", () => sessions.delete(session));
     });
   }
-  for (const s of [h1, h2c, tls]) s?.on("clientError", (_err: Error, socket: net.Socket) => socket.destroy());
+  for (const s of [h1, h2c, tls]) s?.on("clientError", answerClientError);
 
   const front = net.createServer({ pauseOnConnect: true }, (socket) => {
     sockets.add(socket);

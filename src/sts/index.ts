@@ -1,6 +1,7 @@
 // The token exchange service.
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { stsServiceBindings } from "./sts.service.js";
 
-export function stsBindings(_deps: DomainDeps): ServiceBinding[] {
-  return [];
+export function stsBindings(deps: DomainDeps): ServiceBinding[] {
+  return stsServiceBindings(deps);
 }

@@ -4,7 +4,7 @@
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, expect } from "vitest";
 import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import {
   BadRequestSchema,
   PreconditionFailureSchema,
@@ -107,10 +107,10 @@ runContractCases("Errors", () => server.baseUrl, [
   }),
   contractCase({
     name: "a method no domain implements yet: UNIMPLEMENTED with ErrorInfo",
-    method: TagsService.method.listTags,
+    method: SubscriptionsService.method.listSubscriptions,
     request: {},
     headers: owner,
-    error: { code: Code.Unimplemented, reason: "UNIMPLEMENTED", domain: "registry.platform.test" },
+    error: { code: Code.Unimplemented, reason: "UNIMPLEMENTED", domain: "events.platform.test" },
   }),
   contractCase({
     name: "success passes through untouched",

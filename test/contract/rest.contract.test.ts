@@ -149,7 +149,7 @@ describe("REST errors", () => {
   });
 
   it("a method no domain implements yet: 501 UNIMPLEMENTED", async () => {
-    const res = await rest("GET", "/iam/v2/groups");
+    const res = await rest("GET", "/events/v2/subscriptions");
     expect(res.status).toBe(501);
     expect(res.json.code).toBe(12);
     statusBody(res.json);

@@ -124,3 +124,22 @@ describe("with a certificate", () => {
     expect(await h2Get(`http://127.0.0.1:${listener.address.port}`)).toBe("2.0 clear GET /y");
   });
 });
+
+describe("oversized and malformed HTTP/1.1 requests", () => {
+  let listener: Listener;
+  beforeAll(async () => {
+    setLogLevel("silent");
+    listener = await listen(handler, { port: 0, host: "127.0.0.1" });
+  });
+  afterAll(() => listener.close(500));
+
+  it("headers up to 64 KiB reach the handler (a large bearer token is the handler's to refuse)", async () => {
+    const res = await fetch(`http://127.0.0.1:${listener.address.port}/big`, { headers: { authorization: `Bearer ${"a".repeat(40_000)}` } });
+    expect(res.status).toBe(200);
+  });
+
+  it("headers beyond that get 431, not a dropped connection", async () => {
+    const res = await fetch(`http://127.0.0.1:${listener.address.port}/huge`, { headers: { authorization: `Bearer ${"a".repeat(100_000)}` } });
+    expect(res.status).toBe(431);
+  });
+});

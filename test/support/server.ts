@@ -6,6 +6,7 @@ import { setLogLevel } from "../../src/kernel/log.js";
 import { ensureSecret } from "../../src/db/secrets.js";
 import { ensureManagedRoles } from "../../src/iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/index.js";
+import { createExternalVerifier, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
 import { openTestDatabase, type TestDatabase } from "./database.js";
 
 export interface TestServer {
@@ -18,7 +19,13 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external">>;
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external">> & {
+  /**
+   * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
+   * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
+   */
+  externalOptions?: Partial<Omit<ExternalVerifierOptions, "db" | "self">>;
+};
 
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
@@ -31,7 +38,11 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1" });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
-  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, ...opts });
+  const { externalOptions, ...appOpts } = opts;
+  const external =
+    appOpts.external ??
+    createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, db: database.db, self: { issuer: baseUrl, keys } });
+  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, ...appOpts, external });
   late.app = app;
   return {
     baseUrl,

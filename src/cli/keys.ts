@@ -1,0 +1,59 @@
+// Signing-key administration: `npm run keys:rotate` (tsx src/cli/keys.ts rotate).
+//
+// Opens the configured database (DATABASE_URL, or the embedded one under DATA_DIR), generates a new signing
+// key and retires the current one, and prints the result as JSON. Retired keys keep verifying, and stay in
+// the published JWKS, until every token they signed has expired. Running replicas pick the new key up within
+// a minute (they reload keys periodically, and at once when they meet a token with an unknown kid).
+import { pathToFileURL } from "node:url";
+import { ConfigError, loadConfig } from "../config.js";
+import { openDatabase, type Database } from "../db/client.js";
+import { createKeyStore } from "../kernel/auth/keys.js";
+import { log, setLogLevel } from "../kernel/log.js";
+
+export interface RotateResult {
+  /** The kid new tokens are signed with. */
+  kid: string;
+  /** Every kid still published (and verifying), newest first. */
+  published: string[];
+}
+
+/** Rotates the signing key of the database. */
+export async function rotateSigningKey(database: Database): Promise<RotateResult> {
+  const keys = await createKeyStore(database.db);
+  const kid = await keys.rotate();
+  const { keys: jwks } = await keys.publicJwks();
+  return { kid, published: jwks.map((k) => k.kid ?? "") };
+}
+
+const USAGE = "usage: keys rotate   (rotates this server's signing key; prints the new kid as JSON)";
+
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command !== "rotate" || rest.length > 0) {
+    process.stderr.write(USAGE + "\n");
+    return 2;
+  }
+  const config = loadConfig(env);
+  // Logs go to stderr; stdout carries only the JSON result.
+  setLogLevel(config.logLevel);
+  const database = await openDatabase(config);
+  try {
+    const result = await rotateSigningKey(database);
+    log.info("signing key rotated", { kid: result.kid });
+    process.stdout.write(JSON.stringify(result) + "\n");
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      if (err instanceof ConfigError) log.error(`configuration error: ${err.message}`);
+      else log.error("key rotation failed", { err });
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,122 @@
+// SecurityTokenService: exchanges a token of an external OIDC issuer (or of this server) for a short-lived
+// access token of this server that acts as an identity.
+//
+// The method's auth rule is `disabled`: the handler authenticates the presented token itself, taken from the
+// Authorization: Bearer header. The caller names the identity to assume in `identity`; the token must satisfy
+// that identity's relationship (ClaimMatch with patterns, audience and claims, or StaticKeys). With no
+// `identity`, the token must name exactly one identity by exact issuer and subject, as on a direct API call.
+//
+// Refusals never reveal whether an identity exists: an unknown identity and one the token does not match
+// give the same UNAUTHENTICATED answer. The exception is an AWS or service-principal identity, which this
+// server cannot verify tokens for at all: that is said plainly (FAILED_PRECONDITION).
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { decodeJwt } from "jose";
+import { SecurityTokenService, type ExchangeRequest } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { bearerToken, mintToken } from "../kernel/auth/index.js";
+import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
+import { failedPrecondition, invalidArgument, unauthenticated, unimplemented, type FieldViolation } from "../kernel/errors/index.js";
+import { log } from "../kernel/log.js";
+import { isValidUid } from "../kernel/uidp.js";
+import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+
+/** The longest lifetime of an exchanged token. */
+export const EXCHANGE_MAX_TTL_SECONDS = 3600;
+
+function validate(req: ExchangeRequest, issuerUrl: string): void {
+  const violations: FieldViolation[] = [];
+  req.aud.forEach((a, i) => {
+    if (a !== issuerUrl) violations.push({ field: `aud[${i}]`, description: `this server only mints tokens for its own audience ${JSON.stringify(issuerUrl)}` });
+  });
+  if (req.identity !== "" && !isValidUid(req.identity)) violations.push({ field: "identity", description: "is not a valid uid" });
+  // Down-scoping is not implemented: refusing is safer than silently minting a token with more power than
+  // the caller asked for.
+  if (req.scope !== "") violations.push({ field: "scope", description: "down-scoping tokens is not supported by this server" });
+  if (req.cap.length > 0) violations.push({ field: "cap", description: "down-scoping tokens is not supported by this server" });
+  if (req.scopes.length > 0) violations.push({ field: "scopes", description: "down-scoping tokens is not supported by this server" });
+  if (req.identityProvider !== "") violations.push({ field: "identity_provider", description: "custom identity providers are not supported by this server" });
+  if (violations.length > 0) throw invalidArgument(violations);
+}
+
+function refusal(err: unknown, identity: string): Error {
+  if (!(err instanceof ExternalTokenError)) return err instanceof Error ? err : new Error(String(err));
+  log.debug("token exchange refused", { identity, code: err.code, why: err.message, cause: err.cause });
+  switch (err.code) {
+    case "TOKEN_INVALID":
+      return unauthenticated(`Invalid bearer token: ${err.message}`, "TOKEN_INVALID");
+    case "ERR_JWT_EXPIRED":
+      return unauthenticated("Invalid bearer token: expired", "TOKEN_EXPIRED");
+    case "NO_VERIFIER":
+      return failedPrecondition({
+        type: "IDENTITY_NOT_EXCHANGEABLE",
+        subject: identity,
+        // Kept short: the identity is in `subject`.
+        description: `no verifier for ${err.message} in this server`,
+      });
+    case "NOT_ACCEPTED":
+      return unauthenticated(
+        identity
+          ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
+          : "The presented token does not name exactly one identity by its issuer and subject",
+        "TOKEN_NOT_ACCEPTED",
+      );
+  }
+}
+
+export function createStsService(deps: DomainDeps): Partial<ServiceImpl<typeof SecurityTokenService>> {
+  return {
+    async exchange(req: ExchangeRequest, ctx: HandlerContext) {
+      const token = bearerToken(ctx.requestHeader);
+      if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
+      validate(req, deps.issuerUrl);
+      const verifier = deps.external;
+      if (!canAssume(verifier)) {
+        throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
+      }
+
+      let found: ExternalAssumption;
+      try {
+        if (req.identity !== "") {
+          found = await verifier.assume(token, req.identity);
+        } else {
+          let iss: unknown;
+          try {
+            iss = decodeJwt(token).iss;
+          } catch (err) {
+            throw new ExternalTokenError("TOKEN_INVALID", "not a JWT", { cause: err });
+          }
+          if (typeof iss !== "string" || iss === "") throw new ExternalTokenError("TOKEN_INVALID", "no issuer");
+          found = await verifier.verify(token, iss);
+        }
+      } catch (err) {
+        throw refusal(err, req.identity);
+      }
+
+      const now = Math.floor(Date.now() / 1000);
+      const notAfter = Math.min(found.expiresAt, found.identityExpiresAt ?? Infinity);
+      // A token within the clock tolerance of its expiry verifies, but leaves nothing to mint.
+      if (notAfter <= now) throw unauthenticated("Invalid bearer token: expired", "TOKEN_EXPIRED");
+      const audience = req.aud.length > 0 ? [...new Set(req.aud)] : deps.issuerUrl;
+      const minted = await mintToken(deps.keys, {
+        issuer: deps.issuerUrl,
+        subject: found.identityUid,
+        audience,
+        ttlSeconds: EXCHANGE_MAX_TTL_SECONDS,
+        upstream: { issuer: found.issuer, subject: found.subject },
+        notAfter,
+      });
+      log.info("token exchanged", { identity: found.identityUid, upstreamIssuer: found.issuer, expiry: minted.expiry.toISOString() });
+      return { token: minted.token, refreshToken: "", expiry: timestampFromDate(minted.expiry) };
+    },
+
+    exchangeRefreshToken() {
+      throw unimplemented(
+        "ExchangeRefreshToken is not supported by this server: it issues no refresh tokens; exchange an OIDC token again with Exchange",
+      );
+    },
+  };
+}
+
+export function stsServiceBindings(deps: DomainDeps): ServiceBinding[] {
+  return [{ service: SecurityTokenService, impl: createStsService(deps) }];
+}

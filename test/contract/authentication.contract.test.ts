@@ -1,0 +1,187 @@
+// Authentication over every protocol, against a protected method (GroupsService.GetGroup on the world's
+// organization). Every token that must fail authentication gets UNAUTHENTICATED (HTTP 401 on REST) with
+// ErrorInfo, whatever is wrong with it; tokens that authenticate (this server's own, and an external token
+// from an OIDC issuer matching an identity's claimMatch exactly, Authentication rule 5) get past
+// authentication. Only the authentication outcome is asserted here.
+import { randomBytes } from "node:crypto";
+import { Code } from "@connectrpc/connect";
+import { base64url, generateKeyPair, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { identities, roleBindings } from "../../src/db/schema/index.js";
+import { managedRole } from "../../src/iam/managed-roles.js";
+import { MAX_TOKEN_BYTES, mintToken } from "../../src/kernel/auth/index.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
+import { startFakeIssuer, type FakeIssuer } from "../support/fake-issuer.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld, type World } from "../support/world.js";
+import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+
+let server: TestServer;
+let world: World;
+let idp: FakeIssuer; // referenced by the identity below
+let stranger: FakeIssuer; // referenced by no identity
+let external: { uid: string; subject: string };
+const t: Record<string, string> = {};
+
+beforeAll(async () => {
+  server = await startTestServer();
+  world = await seedWorld(server);
+  idp = await startFakeIssuer();
+  stranger = await startFakeIssuer();
+
+  // An identity assumed by the fake issuer's tokens (exact issuer and subject), viewer on the organization.
+  external = { uid: newChildUid(world.org), subject: `repo:acme/app:ref:refs/heads/main` };
+  await server.database.db.insert(identities).values({
+    uid: external.uid,
+    parentUid: world.org,
+    name: "ci",
+    relationship: { claimMatch: { issuer: idp.url, subject: external.subject } },
+    relationshipType: RelationshipType.CLAIM_MATCH,
+    issuer: idp.url,
+    subject: external.subject,
+  });
+  await server.database.db
+    .insert(roleBindings)
+    .values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: external.uid, roleUid: managedRole("viewer").uid });
+
+  const now = Math.floor(Date.now() / 1000);
+  const { privateKey: strayKey } = await generateKeyPair("ES256");
+  const { kid: currentKid } = await server.keys.signingKey();
+  const own = (kid: string) =>
+    new SignJWT({}).setProtectedHeader({ alg: "ES256", kid }).setIssuer(server.baseUrl).setSubject(world.identity.owner).setAudience(server.baseUrl).setIssuedAt().setExpirationTime("10m");
+  t.own = world.token.owner;
+  t.expired = await server.token(world.identity.owner, { ttlSeconds: -600 });
+  t.strayKid = await own("not-a-published-kid").sign(strayKey);
+  t.strayKeyPublishedKid = await own(currentKid).sign(strayKey);
+  t.unsigned = `${base64url.encode(JSON.stringify({ alg: "none", typ: "JWT" }))}.${base64url.encode(JSON.stringify({ iss: server.baseUrl, sub: world.identity.owner, aud: server.baseUrl, iat: now, exp: now + 600 }))}.`;
+  t.noSuchIdentity = await server.token(newRootUid());
+  t.unknownIssuer = await stranger.mint({ sub: external.subject });
+  t.unmatchedSubject = await idp.mint({ sub: "repo:acme/other:ref:refs/heads/main" });
+  t.externalExpired = await idp.mint({ sub: external.subject }, { ttlSeconds: -600 });
+  t.externalUnpublishedKey = await idp.mint({ sub: external.subject }, { unpublishedKey: true });
+  t.externalRs256 = await idp.mint({ sub: external.subject }, { alg: "RS256" });
+  t.externalEs256 = await idp.mint({ sub: external.subject }, { alg: "ES256" });
+  // Signed with the server's real key, but for another audience.
+  t.wrongAudience = (
+    await mintToken(server.keys, { issuer: server.baseUrl, subject: world.identity.owner, audience: "https://elsewhere.example", ttlSeconds: 600 })
+  ).token;
+  // Larger than the authenticator's cap, but a well-formed JWT of the fake issuer otherwise.
+  t.oversized = await idp.mint({ sub: external.subject, padding: "x".repeat(MAX_TOKEN_BYTES) });
+});
+afterAll(async () => {
+  await server?.close();
+  await idp?.close();
+  await stranger?.close();
+});
+
+const bearer = (name: string) => () => ({ authorization: `Bearer ${t[name]}` });
+const getOrg = () => ({ uid: world.org });
+const refused = (reason?: string) => ({ code: Code.Unauthenticated, ...(reason ? { reason } : {}) });
+
+runContractCases("Authentication refused", () => server.baseUrl, [
+  contractCase({ name: "no token", method: GroupsService.method.getGroup, request: getOrg, error: refused("TOKEN_MISSING") }),
+  contractCase({
+    name: "an Authorization header that is not a bearer token",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: () => ({ authorization: `Basic ${Buffer.from("user:pass").toString("base64")}` }),
+    error: refused("TOKEN_MISSING"),
+  }),
+  contractCase({
+    name: "malformed token (JWT-shaped, undecodable)",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: { authorization: "Bearer eyJhbGciOiJFUzI1NiJ9.bm90LWpzb24.c2lnbmF0dXJl" },
+    error: refused("TOKEN_INVALID"),
+  }),
+  contractCase({
+    name: "garbage bearer",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: () => ({ authorization: `Bearer ${randomBytes(48).toString("base64url")}` }),
+    error: refused("TOKEN_INVALID"),
+  }),
+  contractCase({ name: "expired token", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("expired"), error: refused("TOKEN_EXPIRED") }),
+  contractCase({
+    name: "this issuer, signed by a key not in its JWKS (unknown kid)",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("strayKid"),
+    error: refused("TOKEN_INVALID"),
+  }),
+  contractCase({
+    name: "this issuer, signed by a key not in its JWKS (published kid, other key)",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("strayKeyPublishedKid"),
+    error: refused("TOKEN_INVALID"),
+  }),
+  contractCase({ name: "unsigned token (alg none)", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("unsigned"), error: refused() }),
+  contractCase({ name: "this issuer, another audience", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("wrongAudience"), error: refused() }),
+  contractCase({ name: "this issuer, an identity that does not exist", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("noSuchIdentity"), error: refused() }),
+  contractCase({ name: "a token from an issuer no identity references", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("unknownIssuer"), error: refused() }),
+  contractCase({
+    name: "an external token whose subject matches no identity",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("unmatchedSubject"),
+    error: refused(),
+  }),
+  contractCase({ name: "an expired external token", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("externalExpired"), error: refused("TOKEN_EXPIRED") }),
+  contractCase({
+    name: "an external token signed by a key its issuer does not publish",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("externalUnpublishedKey"),
+    error: refused(),
+  }),
+  contractCase({
+    name: "oversized token",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("oversized"),
+    error: refused("TOKEN_INVALID"),
+    // HTTP/1.1 transports: see the test below.
+    only: ["grpc", "connect-binary-h2"],
+  }),
+]);
+
+describe.each(protocols)("Authentication accepted [%s]", (protocol: Protocol) => {
+  const passes = async (name: string) => {
+    const out = await call(protocol, server.baseUrl, GroupsService.method.getGroup, getOrg(), bearer(name)());
+    if (out.error) {
+      expect(Code[out.error.code], out.error.message).not.toBe(Code[Code.Unauthenticated]);
+      expect(out.error.httpStatus ?? 0).not.toBe(401);
+    } else {
+      expect(out.message.uid).toBe(world.org);
+    }
+  };
+  it("this server's own token", () => passes("own"));
+  it("an external RS256 token from an issuer matching an identity's claimMatch exactly", () => passes("externalRs256"));
+  it("an external ES256 token from the same issuer", () => passes("externalEs256"));
+});
+
+describe("Authentication: what the listener and the verifier never do", () => {
+  it("an oversized token over HTTP/1.1 transports never authenticates", async () => {
+    // The HTTP/1.1 server's header limit (Node's default, 16 KiB in all) is at or below the token cap, so
+    // such a request is cut by the listener before it reaches the authenticator.
+    for (const protocol of ["grpc-web", "connect-json", "rest"] as const) {
+      const out = await call(protocol, server.baseUrl, GroupsService.method.getGroup, getOrg(), bearer("oversized")()).catch((err: unknown) => ({
+        error: { code: Code.Unavailable, message: String(err), details: [] },
+      }));
+      expect(out.error, protocol).toBeDefined();
+      if (out.error!.code === Code.Unauthenticated) assertError(protocol, out.error!, refused("TOKEN_INVALID"));
+      else expect([Code.Unavailable, Code.Aborted, Code.Internal, Code.Unknown], protocol).toContain(out.error!.code);
+    }
+  });
+
+  it("fetched nothing from the issuer no identity references", () => {
+    expect(stranger.requests).toEqual({ discovery: 0, jwks: 0 });
+  });
+
+  it("fetched the referenced issuer's discovery document and keys once for all those calls", () => {
+    expect(idp.requests).toEqual({ discovery: 1, jwks: 1 });
+  });
+});

@@ -1,0 +1,230 @@
+// SecurityTokenService over every protocol (REST: POST /sts/exchange with the fields in the query). The
+// presented token travels in the Authorization header; the caller names the identity to assume. Exchange
+// mints a token of this server for that identity (which then works on API calls), capped at one hour and
+// at the presented token's expiry, recording the upstream issuer and subject. Patterns are anchored;
+// StaticKeys identities verify against their registered keys; an unknown identity and one the token does
+// not satisfy answer alike; AWS and service-principal identities cannot be exchanged for here.
+import { Code } from "@connectrpc/connect";
+import { create, toJson } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { decodeJwt, decodeProtectedHeader } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { IdentitySchema, RelationshipType, ServicePrincipal, type Identity } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { BadRequestSchema, PreconditionFailureSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { identities, roleBindings } from "../../src/db/schema/index.js";
+import { managedRole } from "../../src/iam/managed-roles.js";
+import { newChildUid } from "../../src/kernel/uidp.js";
+import { startFakeIssuer, staticKeyPair, type FakeIssuer } from "../support/fake-issuer.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld, type World } from "../support/world.js";
+import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+
+const exchange = SecurityTokenService.method.exchange;
+const STATIC_ISSUER = "https://static.example"; // never fetched: its keys are on the identity
+const EXACT_SUBJECT = "repo:acme/app:ref:refs/heads/main";
+
+let server: TestServer;
+let world: World;
+let idp: FakeIssuer;
+const id: Record<"exact" | "pattern" | "static" | "aws" | "sp", string> = { exact: "", pattern: "", static: "", aws: "", sp: "" };
+const t: Record<string, string> = {};
+let staticExpiry: Date;
+
+async function insertIdentity(relationship: Identity["relationship"], type: RelationshipType, cols: { issuer?: string; subject?: string } = {}) {
+  const uid = newChildUid(world.org);
+  const json = toJson(IdentitySchema, create(IdentitySchema, { relationship })) as Record<string, unknown>;
+  await server.database.db
+    .insert(identities)
+    .values({ uid, parentUid: world.org, name: "sts", relationship: json, relationshipType: type, issuer: cols.issuer ?? null, subject: cols.subject ?? null });
+  await server.database.db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: uid, roleUid: managedRole("viewer").uid });
+  return uid;
+}
+const rel = <C extends NonNullable<Identity["relationship"]["case"]>>(c: C, value: unknown) =>
+  create(IdentitySchema, { relationship: { case: c, value } as never }).relationship;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  world = await seedWorld(server);
+  idp = await startFakeIssuer();
+  const keys = await staticKeyPair("ES256");
+  staticExpiry = new Date(Date.now() + 20 * 60_000);
+
+  id.exact = await insertIdentity(rel("claimMatch", { iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: EXACT_SUBJECT } }), RelationshipType.CLAIM_MATCH, {
+    issuer: idp.url,
+    subject: EXACT_SUBJECT,
+  });
+  id.pattern = await insertIdentity(
+    rel("claimMatch", {
+      iss: { case: "issuerPattern", value: "http://127\\.0\\.0\\.1:[0-9]+" },
+      sub: { case: "subjectPattern", value: "repo:acme/.*" },
+      aud: { case: "audience", value: "sts-test" },
+      claims: { repository_owner: "acme" },
+      claimPatterns: { ref: "refs/(heads|tags)/.*" },
+    }),
+    RelationshipType.CLAIM_MATCH,
+  );
+  id.static = await insertIdentity(
+    rel("staticKeys", { issuer: STATIC_ISSUER, subject: "build-bot", issuerKeys: keys.issuerKeys, audiences: ["platform"], expirationTime: timestampFromDate(staticExpiry) }),
+    RelationshipType.STATIC,
+    { issuer: STATIC_ISSUER, subject: "build-bot" },
+  );
+  id.aws = await insertIdentity(rel("awsIdentity", { awsAccount: "123456789012", awsArn: { case: "arn", value: "arn:aws:iam::123456789012:role/ci" } }), RelationshipType.AWS_IDENTITY);
+  id.sp = await insertIdentity({ case: "servicePrincipal", value: ServicePrincipal.INGESTER }, RelationshipType.SERVICE_PRINCIPAL);
+
+  const patternClaims = { aud: "sts-test", repository_owner: "acme", ref: "refs/heads/main" };
+  t.exact = await idp.mint({ sub: EXACT_SUBJECT });
+  t.exactEs256 = await idp.mint({ sub: EXACT_SUBJECT }, { alg: "ES256" });
+  t.exactLong = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: 3 * 3600 });
+  t.exactShort = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: 300 });
+  t.exactExpired = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: -600 });
+  t.otherSubject = await idp.mint({ sub: "repo:acme/other:ref:refs/heads/main" });
+  t.pattern = await idp.mint({ sub: "repo:acme/app", ...patternClaims });
+  t.patternPrefix = await idp.mint({ sub: "xrepo:acme/app", ...patternClaims });
+  t.patternWrongAud = await idp.mint({ sub: "repo:acme/app", ...patternClaims, aud: "other" });
+  t.patternWrongClaim = await idp.mint({ sub: "repo:acme/app", ...patternClaims, repository_owner: "acme-evil" });
+  t.patternWrongClaimPattern = await idp.mint({ sub: "repo:acme/app", ...patternClaims, ref: "refs/pull/1/merge" });
+  t.static = await keys.sign({ iss: STATIC_ISSUER, sub: "build-bot", aud: "platform" }, { ttlSeconds: 3600 });
+  t.staticWrongAud = await keys.sign({ iss: STATIC_ISSUER, sub: "build-bot", aud: "elsewhere" });
+  t.staticOtherKey = await (await staticKeyPair("ES256")).sign({ iss: STATIC_ISSUER, sub: "build-bot", aud: "platform" });
+  t.own = world.token.owner;
+});
+afterAll(async () => {
+  await server?.close();
+  await idp?.close();
+});
+
+const bearer = (name: string) => () => ({ authorization: `Bearer ${t[name]}` });
+const assume = (k: keyof typeof id) => () => ({ identity: id[k] });
+const notAccepted = { code: Code.Unauthenticated, reason: "TOKEN_NOT_ACCEPTED", domain: "oidc.platform.test" };
+
+/** Exchanges over one protocol and returns the minted token (failing the test on an error). */
+async function exchangeOk(protocol: Protocol, token: string, request: { identity?: string; aud?: string[] }) {
+  const out = await call(protocol, server.baseUrl, exchange, request, { authorization: `Bearer ${token}` });
+  expect(out.error, out.error ? `${Code[out.error.code]}: ${out.error.message}` : "").toBeUndefined();
+  const raw = out.message!;
+  expect(raw.token).not.toBe("");
+  expect(raw.refreshToken).toBe("");
+  return { raw, claims: decodeJwt(raw.token), expiry: timestampDate(raw.expiry!) };
+}
+
+describe.each(protocols)("Exchange [%s]", (protocol) => {
+  it("mints a token of this server for the named identity, recording the upstream token, that works on API calls", async () => {
+    const { raw, claims, expiry } = await exchangeOk(protocol, t.exact!, { identity: id.exact });
+    const presented = decodeJwt(t.exact!);
+    expect(claims).toMatchObject({ iss: server.baseUrl, sub: id.exact, aud: server.baseUrl, act: { iss: idp.url, sub: EXACT_SUBJECT } });
+    expect(decodeProtectedHeader(raw.token).kid).toBe((await server.keys.signingKey()).kid);
+    expect(expiry.getTime() / 1000).toBe(claims.exp);
+    expect(claims.exp).toBeLessThanOrEqual(presented.exp!);
+    const next = await call(protocol, server.baseUrl, GroupsService.method.getGroup, { uid: world.org }, { authorization: `Bearer ${raw.token}` });
+    if (next.error) expect(Code[next.error.code], next.error.message).not.toBe(Code[Code.Unauthenticated]);
+    else expect(next.message.uid).toBe(world.org);
+  });
+
+  it("accepts the requested audience when it is this server's", async () => {
+    const { claims } = await exchangeOk(protocol, t.exactEs256!, { identity: id.exact, aud: [server.baseUrl] });
+    expect(claims.aud).toEqual([server.baseUrl]);
+  });
+
+  it("with no identity named, assumes the one identity with the token's exact issuer and subject", async () => {
+    const { claims } = await exchangeOk(protocol, t.exact!, {});
+    expect(claims.sub).toBe(id.exact);
+  });
+
+  it("caps the lifetime at one hour", async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const { claims } = await exchangeOk(protocol, t.exactLong!, { identity: id.exact });
+    expect(claims.exp! - claims.iat!).toBe(3600);
+    expect(claims.exp!).toBeGreaterThanOrEqual(before + 3600);
+    expect(claims.exp!).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 3600);
+  });
+
+  it("never outlives the presented token", async () => {
+    const { claims } = await exchangeOk(protocol, t.exactShort!, { identity: id.exact });
+    expect(claims.exp).toBe(decodeJwt(t.exactShort!).exp);
+  });
+
+  it("matches anchored subject and issuer patterns, the audience and the claims", async () => {
+    const { claims } = await exchangeOk(protocol, t.pattern!, { identity: id.pattern });
+    expect(claims).toMatchObject({ sub: id.pattern, act: { iss: idp.url, sub: "repo:acme/app" } });
+  });
+
+  it("verifies StaticKeys tokens with the identity's registered keys, never past its expiration_time", async () => {
+    const { claims } = await exchangeOk(protocol, t.static!, { identity: id.static });
+    expect(claims).toMatchObject({ sub: id.static, act: { iss: STATIC_ISSUER, sub: "build-bot" } });
+    expect(claims.exp).toBeLessThanOrEqual(Math.floor(staticExpiry.getTime() / 1000));
+  });
+
+  it("answers an unknown identity exactly as one the token does not match", async () => {
+    const unknown = `${world.org}/0123456789abcdef`;
+    const a = await call(protocol, server.baseUrl, exchange, { identity: id.pattern }, bearer("exact")());
+    const b = await call(protocol, server.baseUrl, exchange, { identity: unknown }, bearer("exact")());
+    assertError(protocol, a.error!, notAccepted);
+    assertError(protocol, b.error!, notAccepted);
+    expect(a.error!.message.replace(id.pattern, "X")).toBe(b.error!.message.replace(unknown, "X"));
+  });
+
+  it("GET /sts/exchange works like POST", async () => {
+    if (protocol !== "rest") return;
+    const res = await fetch(`${server.baseUrl}/sts/exchange?identity=${encodeURIComponent(id.exact)}`, { headers: bearer("exact")() });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { token: string; expiry: string };
+    expect(decodeJwt(body.token).sub).toBe(id.exact);
+    expect(new Date(body.expiry).getTime()).toBeGreaterThan(Date.now());
+  });
+});
+
+runContractCases("Exchange refused", () => server.baseUrl, [
+  contractCase({ name: "no token", method: exchange, request: assume("exact"), error: { code: Code.Unauthenticated, reason: "TOKEN_MISSING" } }),
+  contractCase({ name: "garbage token", method: exchange, request: assume("exact"), headers: { authorization: "Bearer garbage" }, error: { code: Code.Unauthenticated, reason: "TOKEN_INVALID" } }),
+  contractCase({ name: "expired token", method: exchange, request: assume("exact"), headers: bearer("exactExpired"), error: { code: Code.Unauthenticated, reason: "TOKEN_EXPIRED" } }),
+  contractCase({ name: "a token for another identity (wrong subject)", method: exchange, request: assume("exact"), headers: bearer("otherSubject"), error: notAccepted }),
+  contractCase({ name: "a token that satisfies another identity", method: exchange, request: assume("pattern"), headers: bearer("exact"), error: notAccepted }),
+  contractCase({ name: "subject pattern is anchored (xrepo:acme/... against repo:acme/.*)", method: exchange, request: assume("pattern"), headers: bearer("patternPrefix"), error: notAccepted }),
+  contractCase({ name: "audience does not match", method: exchange, request: assume("pattern"), headers: bearer("patternWrongAud"), error: notAccepted }),
+  contractCase({ name: "a claim does not match", method: exchange, request: assume("pattern"), headers: bearer("patternWrongClaim"), error: notAccepted }),
+  contractCase({ name: "a claim pattern does not match", method: exchange, request: assume("pattern"), headers: bearer("patternWrongClaimPattern"), error: notAccepted }),
+  contractCase({ name: "static keys: audience not among the identity's", method: exchange, request: assume("static"), headers: bearer("staticWrongAud"), error: notAccepted }),
+  contractCase({ name: "static keys: signed by another key", method: exchange, request: assume("static"), headers: bearer("staticOtherKey"), error: notAccepted }),
+  contractCase({ name: "this server's own token for an identity that does not reference it", method: exchange, request: assume("exact"), headers: bearer("own"), error: notAccepted }),
+  contractCase({
+    name: "an audience other than this server's",
+    method: exchange,
+    request: () => ({ identity: id.exact, aud: ["https://elsewhere.example"] }),
+    headers: bearer("exact"),
+    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "aud[0]" }] } }] },
+  }),
+  contractCase({
+    name: "down-scoping (cap) is refused rather than ignored",
+    method: exchange,
+    request: () => ({ identity: id.exact, cap: ["CAP_IAM_GROUPS_LIST"] }),
+    headers: bearer("exact"),
+    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "cap" }] } }] },
+  }),
+  contractCase({
+    name: "AWS identity: no verifier in this server",
+    method: exchange,
+    request: assume("aws"),
+    headers: bearer("exact"),
+    error: {
+      code: Code.FailedPrecondition,
+      message: /no verifier for AWS identities in this server/,
+      details: [{ schema: PreconditionFailureSchema, value: { violations: [{ type: "IDENTITY_NOT_EXCHANGEABLE" }] } }],
+    },
+  }),
+  contractCase({
+    name: "service-principal identity: no verifier in this server",
+    method: exchange,
+    request: assume("sp"),
+    headers: bearer("exact"),
+    error: { code: Code.FailedPrecondition, message: /no verifier for service principal identities in this server/ },
+  }),
+  contractCase({
+    name: "ExchangeRefreshToken is not implemented",
+    method: SecurityTokenService.method.exchangeRefreshToken,
+    request: {},
+    headers: bearer("exact"),
+    error: { code: Code.Unimplemented, reason: "UNIMPLEMENTED", domain: "oidc.platform.test", message: /refresh tokens/ },
+  }),
+]);
