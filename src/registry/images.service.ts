@@ -1,6 +1,104 @@
-// ImagesService (placeholder until implemented).
+// ImagesService: read-only facts about the manifests a repo holds. Both methods are authorized by the auth
+// interceptor (CAP_REPO_LIST and CAP_MANIFEST_METADATA_LIST on the repo's group) before they run.
+//
+// Decisions:
+// - GetArchitectures answers the platforms ("os/arch[/variant]") a digest provides: an index's children in
+//   index order (attestation entries, "unknown/unknown", skipped), an image manifest's own platform (none
+//   when the import could not read it).
+// - GetSize answers the config + layers size of one image manifest, and names its platform in
+//   `architecture`. For an image manifest that is the manifest itself (an `architecture` that contradicts
+//   its platform is NOT_FOUND). For an index, `architecture` selects the child: "amd64", "linux/amd64" or
+//   "linux/arm/v7" (see images.mapper.ts). Without one, an index of a single platform answers for it, and an
+//   index of several is INVALID_ARGUMENT on `architecture` listing the choices: summing them would describe no
+//   image anyone pulls, and picking one silently would be a guess. A selection matching several platforms
+//   ("arm" for v6 and v7) is INVALID_ARGUMENT the same way.
+// - A missing repo is NOT_FOUND naming the repo; a digest the repo does not hold (or an index child it does
+//   not hold) is NOT_FOUND naming `<repo uid>@<digest>`. A malformed digest is INVALID_ARGUMENT on `digest`.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ArchitecturesSchema, ImagesService, SizeSchema } from "../../gen/chainguard/platform/registry/v2/images_pb.js";
+import type { Db } from "../db/client.js";
+import { failedPrecondition, invalidArgument, notFound, type FieldViolation } from "../kernel/errors/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { ARCHITECTURE_PATTERN, architecturesOf, MANIFEST_TYPE, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
+import { findManifest, repoExists, type ManifestRow } from "./images.store.js";
+import { REPO_TYPE } from "./repos.store.js";
+import { digestViolations } from "./tags.mapper.js";
 
-export function imagesBindings(_deps: DomainDeps): ServiceBinding[] {
-  return [];
+function throwIfAny(violations: readonly FieldViolation[]): void {
+  if (violations.length > 0) throw invalidArgument([...violations]);
+}
+
+/** The manifest, or NOT_FOUND naming the repo (when it is missing) or the manifest. */
+async function requireManifest(db: Db, repoUid: string, digest: string): Promise<ManifestRow> {
+  const row = await findManifest(db, repoUid, digest);
+  if (row) return row;
+  if (!(await repoExists(db, repoUid))) throw notFound(REPO_TYPE, repoUid);
+  throw notFound(MANIFEST_TYPE, `${repoUid}@${digest}`, `The repo ${repoUid} holds no manifest ${digest}`);
+}
+
+const listed = (entries: readonly PlatformEntry[]) => architecturesOf(entries).join(", ") || "none";
+
+/** The one entry `architecture` (possibly empty) selects among what the manifest provides. */
+function choose(m: ManifestRow, entries: readonly PlatformEntry[], architecture: string, name: string): PlatformEntry | undefined {
+  if (architecture === "") {
+    if (!m.isIndex) return entries[0];
+    const digests = new Set(entries.map((e) => e.digest));
+    if (digests.size === 1) return entries[0];
+    if (digests.size === 0) {
+      throw failedPrecondition({ type: "NO_PLATFORM_IMAGES", subject: name, description: `the index ${name} lists no platform images` });
+    }
+    throw invalidArgument({
+      field: "architecture",
+      description: `is required for an index of several platforms; ${name} provides ${listed(entries)}`,
+    });
+  }
+  if (!m.isIndex && entries.length === 0) return undefined; // platform unknown: the manifest is the only answer
+  const selected = selectPlatform(entries, architecture);
+  const digests = new Set(selected.map((e) => e.digest));
+  if (digests.size === 0) {
+    throw notFound(MANIFEST_TYPE, name, `${name} provides no ${architecture} image; it provides ${listed(entries)}`);
+  }
+  if (digests.size > 1) {
+    throw invalidArgument({
+      field: "architecture",
+      description: `${JSON.stringify(architecture)} matches several platforms (${listed(selected)}); name one of them`,
+    });
+  }
+  return selected[0];
+}
+
+export function imagesBindings(deps: DomainDeps): ServiceBinding[] {
+  const { db } = deps;
+
+  const impl: ServiceImpl<typeof ImagesService> = {
+    async getArchitectures(req) {
+      throwIfAny(digestViolations(req.digest));
+      const m = await requireManifest(db, req.repoUid, req.digest);
+      return create(ArchitecturesSchema, { architectures: architecturesOf(platformEntries(m)) });
+    },
+
+    async getSize(req) {
+      const violations = digestViolations(req.digest);
+      if (req.architecture !== "" && !ARCHITECTURE_PATTERN.test(req.architecture)) {
+        violations.push({ field: "architecture", description: 'must be "<arch>", "<os>/<arch>" or "<os>/<arch>/<variant>", for example "amd64" or "linux/arm64"' });
+      }
+      throwIfAny(violations);
+      const m = await requireManifest(db, req.repoUid, req.digest);
+      const name = `${req.repoUid}@${req.digest}`;
+      const entry = choose(m, platformEntries(m), req.architecture, name);
+      const image = m.isIndex && entry ? await requireManifest(db, req.repoUid, entry.digest) : m;
+      if (image.isIndex || image.size === null) {
+        const what = `${req.repoUid}@${image.digest}`;
+        throw failedPrecondition({
+          type: "SIZE_UNKNOWN",
+          subject: what,
+          description: image.isIndex ? `${what} is a nested index; its size is not recorded` : `the size of ${what} is not recorded`,
+        });
+      }
+      return create(SizeSchema, { size: image.size, architecture: entry?.platform ?? image.platform ?? "" });
+    },
+  };
+
+  return [{ service: ImagesService, impl }];
 }

@@ -1,6 +1,90 @@
-// ReposService (placeholder until implemented).
+// ReposService: container image repositories inside a group, and their readme. Scoped methods (Create, Get,
+// Update, Delete, and the readme pair) are authorized by the auth interceptor before they run, from the
+// group in the request's uid (or parent); ListRepos is unscoped and filters to the caller's visible scopes.
+//
+// Decisions:
+// - A repo name is a registry repository path (lowercase components joined by "/", see repos.validate.ts),
+//   unique within its group (ALREADY_EXISTS naming the repo that has it). Renaming is allowed: name is
+//   REQUIRED, not IMMUTABLE, in the contract.
+// - UpdateRepo follows the PATCH rules of the field-mask kernel; OUTPUT_ONLY fields (uid, times, the
+//   server-managed sync_config fields) are never taken from a request, on create either. A change moves
+//   update_time; a request that changes nothing leaves the repo untouched.
+// - The readme is Markdown of at most 1 MiB (UTF-8). UpdateRepoReadme follows the same PATCH rules on
+//   RepoReadme (no mask and empty content is no change; mask `content` or `*` with empty content clears it),
+//   and a change moves the repo's update_time. It needs CAP_REPO_UPDATE and CAP_REPO_INTERNAL_ADMIN.
+// - ListRepos defaults to name order; name, create_time, update_time and uid may be ordered by.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { ListReposResponseSchema, RepoReadmeSchema, RepoSchema, ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { accessOf } from "../kernel/auth/index.js";
+import { applyUpdate } from "../kernel/field-mask.js";
+import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { repoFields, toRepo, toRepoReadme, writableRepo } from "./repos.mapper.js";
+import { createRepoStore } from "./repos.store.js";
+import { readmeViolations, repoViolations, throwIfAny } from "./repos.validate.js";
 
-export function reposBindings(_deps: DomainDeps): ServiceBinding[] {
-  return [];
+export const repoList = defineListSpec({
+  name: "registry.v2.ListRepos",
+  message: RepoSchema,
+  orderBy: ["name", "create_time", "update_time"],
+  defaultOrder: "name",
+});
+
+export function reposBindings(deps: DomainDeps): ServiceBinding[] {
+  const store = createRepoStore(deps.db);
+
+  const impl: ServiceImpl<typeof ReposService> = {
+    async createRepo(req) {
+      const repo = writableRepo(req.repo ?? create(RepoSchema));
+      throwIfAny(repoViolations(repo));
+      return toRepo(await store.create(req.parent, repoFields(repo)));
+    },
+
+    async getRepo(req) {
+      return toRepo(await store.require(req.uid));
+    },
+
+    async listRepos(req, ctx) {
+      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_REPO_LIST]);
+      const filter = { uidp: req.uidp, name: req.name ?? "" };
+      const plan = parseListRequest(req, repoList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
+      const page = await store.list(plan, { scopes, ...filter });
+      return create(ListReposResponseSchema, { repos: page.rows.map(toRepo), ...pageFields(page) });
+    },
+
+    async updateRepo(req) {
+      const patch = req.repo ?? create(RepoSchema);
+      const row = await store.update(patch.uid, (current) => {
+        const { message, changed } = applyUpdate(RepoSchema, toRepo(current), patch, req.updateMask);
+        if (changed.length === 0) return undefined;
+        throwIfAny(repoViolations(message, changed));
+        return repoFields(message);
+      });
+      return toRepo(row);
+    },
+
+    async deleteRepo(req) {
+      await store.delete(req.uid);
+      return {};
+    },
+
+    async getRepoReadme(req) {
+      return toRepoReadme(await store.readme(req.uid));
+    },
+
+    async updateRepoReadme(req) {
+      const patch = req.repoReadme ?? create(RepoReadmeSchema);
+      // Checked before the row is locked: a too-large readme never reaches the database.
+      throwIfAny(readmeViolations(patch.content));
+      const row = await store.updateReadme(patch.uid, (current) => {
+        const { message, changed } = applyUpdate(RepoReadmeSchema, toRepoReadme(current), patch, req.updateMask);
+        return changed.length === 0 ? undefined : message.content;
+      });
+      return toRepoReadme(row);
+    },
+  };
+
+  return [{ service: ReposService, impl }];
 }

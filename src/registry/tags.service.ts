@@ -1,6 +1,97 @@
-// TagsService (placeholder until implemented).
+// TagsService: tags point a name in a repo at a manifest digest. Create, Get and Delete are authorized by the
+// auth interceptor before they run, from the group in the request's uid (CreateTag: its parent, the repo
+// uid); ListTags is unscoped and filters to the caller's visible scopes.
+//
+// Decisions:
+// - CreateTag is an upsert on (repo, name), through the same upsertTag the OCI import uses: creating a tag
+//   that exists moves it (digest, deprecated, bundles) and keeps its uid and create_time; update_time moves
+//   whenever something changed. The repo must exist (NOT_FOUND naming it).
+// - A tag name follows the OCI tag grammar; a digest is `sha256:` + 64 lowercase hex. Both are checked before
+//   anything is read, as INVALID_ARGUMENT on `name` / `digest`. ListTags checks its digest filter the same way.
+// - ListTags hides referrer (sha256-<hex>[.sig|.att|...]), date (...-20yymmdd) and epoch (...-r<N>) tags
+//   unless include_referrers / include_dates / include_epochs say otherwise. There is no filter on
+//   deprecated (clients filter). Default order: name.
+import { create } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { ListTagsResponseSchema, TagSchema, TagsService, type ListTagsRequest } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { TagKind } from "../db/schema/index.js";
+import { accessOf } from "../kernel/auth/index.js";
+import { invalidArgument, notFound, sqlStateOf, type FieldViolation } from "../kernel/errors/index.js";
+import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { REPO_TYPE } from "./repos.store.js";
+import { digestViolations, instantText, tagViolations, tagWrite, toTag } from "./tags.mapper.js";
+import { deleteTag, listTags, requireTag, type TagListFilter } from "./tags.queries.js";
+import { upsertTag } from "./tags.store.js";
 
-export function tagsBindings(_deps: DomainDeps): ServiceBinding[] {
-  return [];
+export const tagList = defineListSpec({
+  name: "registry.v2.ListTags",
+  message: TagSchema,
+  orderBy: ["name", "create_time", "update_time"],
+  defaultOrder: "name",
+});
+
+const FOREIGN_KEY_VIOLATION = "23503";
+
+function throwIfAny(violations: readonly FieldViolation[]): void {
+  if (violations.length > 0) throw invalidArgument([...violations]);
+}
+
+/** The tag kinds a ListTags request lists: regular tags always, the others when asked. */
+export function kindsOf(req: Pick<ListTagsRequest, "includeReferrers" | "includeDates" | "includeEpochs">): number[] {
+  const kinds: number[] = [TagKind.regular];
+  if (req.includeReferrers) kinds.push(TagKind.referrer);
+  if (req.includeDates) kinds.push(TagKind.date);
+  if (req.includeEpochs) kinds.push(TagKind.epoch);
+  return kinds;
+}
+
+/** The filter fields of a ListTags request (without the caller's scopes), validated. */
+function listFilterOf(req: ListTagsRequest): Omit<TagListFilter, "scopes"> {
+  const violations: FieldViolation[] = [];
+  if (req.digest) violations.push(...digestViolations(req.digest));
+  let updatedSince: string | undefined;
+  if (req.updatedSince) {
+    updatedSince = instantText(req.updatedSince);
+    if (updatedSince === undefined) violations.push({ field: "updated_since", description: "must be a timestamp between years 1 and 9999" });
+  }
+  throwIfAny(violations);
+  return { uidp: req.uidp, name: req.name, digest: req.digest, updatedSince, kinds: kindsOf(req) };
+}
+
+export function tagsBindings(deps: DomainDeps): ServiceBinding[] {
+  const { db } = deps;
+
+  const impl: ServiceImpl<typeof TagsService> = {
+    async getTag(req) {
+      return toTag(await requireTag(db, req.uid));
+    },
+
+    async listTags(req, ctx) {
+      const filter = listFilterOf(req);
+      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_TAG_LIST]);
+      const plan = parseListRequest(req, tagList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
+      const page = await listTags(db, plan, { scopes, ...filter });
+      return create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });
+    },
+
+    async createTag(req) {
+      const tag = req.tag ?? create(TagSchema);
+      throwIfAny(tagViolations(tag));
+      try {
+        return toTag(await upsertTag(db, tagWrite(req.parent, tag)));
+      } catch (err) {
+        if (sqlStateOf(err) === FOREIGN_KEY_VIOLATION) throw notFound(REPO_TYPE, req.parent);
+        throw err;
+      }
+    },
+
+    async deleteTag(req) {
+      await deleteTag(db, req.uid);
+      return {};
+    },
+  };
+
+  return [{ service: TagsService, impl }];
 }

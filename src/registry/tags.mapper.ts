@@ -1,0 +1,72 @@
+// Tag rows <-> chainguard.platform.registry.v2.Tag messages, and the checks on a tag as clients send it
+// (violation paths relative to the tag: `name`, `digest`, `bundles`).
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { TagSchema, type Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import type { FieldViolation } from "../kernel/errors/index.js";
+import { isValidDigest } from "./tag-kind.js";
+import type { TagRow, TagWrite } from "./tags.store.js";
+
+/** Resource type named in NOT_FOUND errors. */
+export const TAG_TYPE = "chainguard.platform.registry.v2.Tag";
+
+/** OCI distribution tag grammar. */
+export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
+export const MAX_TAG_BUNDLES = 64;
+export const MAX_BUNDLE_LENGTH = 256;
+
+export const DIGEST_DESCRIPTION = "must be sha256: followed by 64 lowercase hexadecimal characters";
+
+export function toTag(row: TagRow): Tag {
+  return create(TagSchema, {
+    uid: row.uid,
+    name: row.name,
+    digest: row.digest,
+    deprecated: row.deprecated,
+    bundles: row.bundles,
+    createTime: timestampFromDate(row.createTime),
+    updateTime: timestampFromDate(row.updateTime),
+  });
+}
+
+export function digestViolations(digest: string, field = "digest"): FieldViolation[] {
+  if (digest === "") return [{ field, description: `is required; it ${DIGEST_DESCRIPTION}` }];
+  if (!isValidDigest(digest)) return [{ field, description: DIGEST_DESCRIPTION }];
+  return [];
+}
+
+/** Every field of a tag about to be created (output-only fields are ignored). */
+export function tagViolations(tag: Tag): FieldViolation[] {
+  const out: FieldViolation[] = [];
+  if (tag.name === "") out.push({ field: "name", description: "is required" });
+  else if (!TAG_NAME_PATTERN.test(tag.name)) {
+    out.push({ field: "name", description: "must be an OCI tag: a letter, digit or _, then up to 127 letters, digits, _, . or -" });
+  }
+  out.push(...digestViolations(tag.digest));
+  if (tag.bundles.length > MAX_TAG_BUNDLES) out.push({ field: "bundles", description: `at most ${MAX_TAG_BUNDLES} entries` });
+  else {
+    const i = tag.bundles.findIndex((b) => b === "" || b.length > MAX_BUNDLE_LENGTH);
+    if (i >= 0) out.push({ field: `bundles[${i}]`, description: `must be 1 to ${MAX_BUNDLE_LENGTH} characters long` });
+  }
+  return out;
+}
+
+/** The write for a tag under the repo `repoUid` (validated first with tagViolations). */
+export function tagWrite(repoUid: string, tag: Tag): TagWrite {
+  return { repoUid, name: tag.name, digest: tag.digest, deprecated: tag.deprecated, bundles: tag.bundles };
+}
+
+/** Earliest and latest instants accepted as filters (years 1 to 9999, as in proto3 JSON). */
+const MIN_SECONDS = -62135596800n;
+const MAX_SECONDS = 253402300799n;
+
+/**
+ * A Timestamp as PostgreSQL timestamptz text with microseconds ("2024-05-01T10:00:00.123456Z"), so a filter
+ * on an update_time read back from a tag keeps its full precision. Undefined when out of range.
+ */
+export function instantText(ts: Timestamp): string | undefined {
+  if (ts.seconds < MIN_SECONDS || ts.seconds > MAX_SECONDS || ts.nanos < 0 || ts.nanos > 999_999_999) return undefined;
+  const whole = new Date(Number(ts.seconds) * 1000).toISOString().slice(0, 19); // YYYY-MM-DDTHH:MM:SS (years 0001-9999)
+  const micros = String(Math.floor(ts.nanos / 1000)).padStart(6, "0");
+  return `${whole}.${micros}Z`;
+}
