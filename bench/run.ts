@@ -1,21 +1,40 @@
 // Benchmarks (not tests): each prints its figures beside a baseline measured in the same run.
 //   npm run bench -- ping [--seconds 10] [--concurrency 16]
+//   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes]
+//     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 import { parseArgs } from "node:util";
 import { benchPing } from "./ping.js";
+import { benchRegistry } from "./registry.js";
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: { seconds: { type: "string", default: "10" }, concurrency: { type: "string", default: "16" } },
-});
-const seconds = Number(values.seconds);
+const usage = "usage: npm run bench -- [ping] [registry] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes]";
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: {
+      seconds: { type: "string" },
+      concurrency: { type: "string", default: "16" },
+      tags: { type: "string", default: "1000000" },
+      "keep-indexes": { type: "boolean", default: false },
+    },
+  });
+} catch (err) {
+  console.error(`${(err as Error).message}\n${usage}`);
+  process.exit(2);
+}
+const { values, positionals } = parsed;
+// Each benchmark has its own default duration per measurement: the registry one takes many measurements.
+const seconds = (fallback: number) => (values.seconds === undefined ? fallback : Number(values.seconds));
 const concurrency = Number(values.concurrency);
-if (!(seconds > 0) || !Number.isInteger(concurrency) || concurrency < 1) {
-  console.error("usage: npm run bench -- [ping] [--seconds N] [--concurrency N]");
+const tags = Number(values.tags);
+if (!(seconds(1) > 0) || !Number.isInteger(concurrency) || concurrency < 1 || !Number.isInteger(tags) || tags < 1000) {
+  console.error(usage);
   process.exit(2);
 }
 
 const benches: Record<string, () => Promise<void>> = {
-  ping: () => benchPing({ seconds, concurrency }),
+  ping: () => benchPing({ seconds: seconds(10), concurrency }),
+  registry: () => benchRegistry({ seconds: seconds(3), concurrency, tags, keepIndexes: values["keep-indexes"] }),
 };
 const names = positionals.length ? positionals : Object.keys(benches);
 for (const name of names) {

@@ -1,0 +1,306 @@
+// The registry at scale: one repo holding 1,000,000 tags on real PostgreSQL, and the API's ListTags, GetRepo
+// and GetTag measured beside raw SQL (postgres.js, same database, same run) and the bare node:http server.
+//
+//   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes]
+//
+// DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names a server where the benchmark may
+// create a scratch database; it is dropped at the end. The API server runs as a child process on the scratch
+// database; the caller's token is minted here with the database's own signing keys (the server's issuer URL
+// is fixed), for an identity holding the viewer role on the organization that owns the repo.
+//
+// What is measured (each a closed loop of N clients, a few seconds, after a warm-up):
+//   - ListTags (order_by uid, page_size 50, with total_count) at page 1 (gRPC and REST) and at page 10,000
+//     (gRPC); the page-10,000 token is made with the kernel's own encoder (src/kernel/list/page-token.ts)
+//     for the keyset position of row 499,950, bound to the same query and scope as the token the server
+//     issued for page 1. Beside: the raw keyset query
+//     `select * from tags where repo_uid = $1 and kind = 0 and uid > $2 order by uid limit 51`.
+//   - ListTags with skip=10000, beside raw `... order by uid limit 51 offset 10000`.
+//   - GetRepo and GetTag over gRPC and REST, beside the bare node:http server and a raw point select.
+import { randomBytes } from "node:crypto";
+import http2 from "node:http2";
+import { loadavg } from "node:os";
+import { create, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import postgres from "postgres";
+import { RelationshipType } from "../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { GetTagRequestSchema, ListTagsRequestSchema, TagsService } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { openPostgres } from "../src/db/client.js";
+import { groups, identities, repos, roleBindings } from "../src/db/schema/index.js";
+import { ensureSecret } from "../src/db/secrets.js";
+import { ensureManagedRoles, managedRole } from "../src/iam/managed-roles.js";
+import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
+import { decodePageToken, encodePageToken } from "../src/kernel/list/index.js";
+import { setLogLevel } from "../src/kernel/log.js";
+import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
+import { http1Sender, measure, type Result, type Send } from "./load.js";
+import { startApiServer, startBareServer } from "./processes.js";
+
+const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+const ISSUER = "https://bench.registry.invalid";
+const LIST_TAGS = "/chainguard.platform.registry.v2.TagsService/ListTags";
+const GET_TAG = "/chainguard.platform.registry.v2.TagsService/GetTag";
+const GET_REPO = "/chainguard.platform.registry.v2.ReposService/GetRepo";
+const PAGE = 50;
+
+export interface RegistryBenchOptions {
+  seconds: number;
+  concurrency: number;
+  tags: number;
+  /** Seed with every index in place instead of dropping the secondary indexes and rebuilding them after. */
+  keepIndexes: boolean;
+}
+
+const say = (line: string) => process.stderr.write(line + "\n");
+const secondsSince = (t0: number) => ((performance.now() - t0) / 1000).toFixed(1);
+
+/** gRPC unary calls over one HTTP/2 connection, with request headers (the bearer token). */
+export function grpcSender<I extends DescMessage>(port: number, path: string, schema: I, request: MessageInitShape<I>, headers: Record<string, string>): () => Send {
+  const bytes = toBinary(schema, create(schema, request));
+  const frame = Buffer.concat([Buffer.from([0, 0, 0, (bytes.length >> 8) & 0xff, bytes.length & 0xff]), Buffer.from(bytes)]);
+  if (bytes.length > 0xffff) throw new Error("request too large for this sender");
+  return () => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on("error", () => {});
+    return () =>
+      new Promise<boolean>((resolve) => {
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...headers });
+        let status: string | undefined;
+        stream.on("trailers", (t) => (status = String(t["grpc-status"])));
+        stream.on("response", (h) => {
+          if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
+        });
+        stream.resume();
+        stream.on("end", () => resolve(status === "0"));
+        stream.on("error", () => resolve(false));
+        stream.end(frame);
+      });
+  };
+}
+
+/** A raw query run by the load generator itself (postgres.js, prepared statements). */
+function sqlSender(run: () => PromiseLike<readonly unknown[]>, expectRows: number): () => Send {
+  return () => async () => (await run()).length === expectRows;
+}
+
+interface Seeded {
+  org: string;
+  repoUid: string;
+  identityUid: string;
+  seedSeconds: number;
+}
+
+/** The organization, the caller (viewer on it), the repo, and `n` tags in the repo, set-based. */
+export async function seed(sqlc: postgres.Sql, database: Awaited<ReturnType<typeof openPostgres>>, opts: RegistryBenchOptions): Promise<Seeded> {
+  const { db } = database;
+  await ensureManagedRoles(db);
+  const org = newRootUid();
+  const repoUid = newChildUid(org);
+  const identityUid = newRootUid();
+  await db.insert(groups).values({ uid: org, name: "bench" });
+  await db.insert(identities).values({
+    uid: identityUid,
+    parentUid: null,
+    name: "bench viewer",
+    relationship: { claimMatch: { issuer: ISSUER, subject: "bench" } },
+    relationshipType: RelationshipType.CLAIM_MATCH,
+    issuer: ISSUER,
+    subject: "bench",
+  });
+  await db.insert(roleBindings).values({ uid: newChildUid(org), groupUid: org, identityUid, roleUid: managedRole("viewer").uid });
+  await db.insert(repos).values({ uid: repoUid, groupUid: org, name: "bench/app", description: "1,000,000 tags" });
+
+  // Tag uids are <repo uid>/<16 hex> like the server's (newChildUid), here from md5 of the row number: random,
+  // unique for this many rows. Rows go in in uid order, so the primary key grows at its right edge instead of
+  // taking a million random insertions. Names are regular tags (kind 0); 5,000 distinct digests.
+  const insert = (q: postgres.Sql | postgres.TransactionSql) => q`
+    insert into tags (uid, repo_uid, name, digest, kind)
+    select ${repoUid} || '/' || substr(md5(i::text), 1, 16) as uid, ${repoUid}, 'v' || i, 'sha256:' || encode(sha256(int4send(i % 5000)), 'hex'), 0
+    from generate_series(1, ${opts.tags}::int) as i
+    order by 1`;
+
+  const t0 = performance.now();
+  if (opts.keepIndexes) {
+    await insert(sqlc);
+    say(`  inserted ${opts.tags} tags with every index, the foreign key and the count trigger in place: ${secondsSince(t0)}s`);
+  } else {
+    // In one transaction: drop the secondary indexes and the foreign key, insert, then rebuild the indexes
+    // from their own definitions (sorted builds instead of a million random insertions into each btree) and
+    // re-add the foreign key (validated by one set-based query instead of a check per row). The primary key
+    // and the count trigger stay: tag_counts is maintained the way the server maintains it.
+    const indexes = await sqlc<{ name: string; def: string }[]>`
+      select indexname as name, indexdef as def from pg_indexes
+      where schemaname = 'public' and tablename = 'tags' and indexname <> 'tags_pkey'`;
+    const foreignKeys = await sqlc<{ name: string; def: string }[]>`
+      select conname as name, pg_get_constraintdef(oid) as def from pg_constraint
+      where conrelid = 'tags'::regclass and contype = 'f'`;
+    await sqlc.begin(async (tx) => {
+      await tx.unsafe(`set local maintenance_work_mem = '512MB'`);
+      for (const d of indexes) await tx.unsafe(`drop index "${d.name}"`);
+      for (const f of foreignKeys) await tx.unsafe(`alter table tags drop constraint "${f.name}"`);
+      const t1 = performance.now();
+      await insert(tx);
+      say(`  inserted ${opts.tags} tags (primary key and count trigger in place): ${secondsSince(t1)}s`);
+      const t2 = performance.now();
+      for (const d of indexes) await tx.unsafe(d.def);
+      say(`  rebuilt the ${indexes.length} secondary indexes: ${secondsSince(t2)}s`);
+      const t3 = performance.now();
+      for (const f of foreignKeys) await tx.unsafe(`alter table tags add constraint "${f.name}" ${f.def}`);
+      say(`  re-added and validated the foreign key: ${secondsSince(t3)}s`);
+    });
+  }
+  const seedSeconds = (performance.now() - t0) / 1000;
+  const t4 = performance.now();
+  await sqlc`vacuum (analyze) tags`;
+  say(`  vacuum analyze tags: ${secondsSince(t4)}s`);
+  const [counted] = await sqlc<{ count: string }[]>`select count::text from tag_counts where repo_uid = ${repoUid} and kind = 0`;
+  if (counted?.count !== String(opts.tags)) throw new Error(`tag_counts says ${counted?.count}, expected ${opts.tags}`);
+  return { org, repoUid, identityUid, seedSeconds };
+}
+
+interface Row {
+  name: string;
+  result: Result;
+  /** The measurement this one is compared with (its raw baseline). */
+  versus?: string;
+}
+
+function printTable(rows: Row[]): string {
+  const byName = new Map(rows.map((r) => [r.name, r.result]));
+  const cells = rows.map((r) => {
+    const base = r.versus ? byName.get(r.versus) : undefined;
+    return [
+      r.name,
+      r.result.rps.toFixed(0),
+      r.result.p50.toFixed(2),
+      r.result.p99.toFixed(2),
+      base ? (r.result.rps / base.rps).toFixed(2) : "",
+      String(r.result.errors),
+    ];
+  });
+  const head = ["target", "req/s", "p50 ms", "p99 ms", "x baseline", "errors"];
+  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
+  return [line(head), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n");
+}
+
+export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
+  setLogLevel("warn");
+  const url = process.env.DATABASE_URL || DEFAULT_URL;
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
+  const name = `bench_registry_${process.pid}_${randomBytes(3).toString("hex")}`;
+  await admin.unsafe(`create database ${name}`);
+  const target = new URL(url);
+  target.pathname = `/${name}`;
+  const scratchUrl = target.toString();
+  const loadBefore = loadavg()[0]!;
+  say(`registry benchmark on scratch database ${name} (${opts.tags} tags); load average ${loadBefore.toFixed(2)}`);
+  if (loadBefore > 1.5) say("  warning: the machine is busy; the figures will show it");
+
+  const cleanups: (() => Promise<unknown>)[] = [];
+  try {
+    const database = await openPostgres(scratchUrl, { max: 2 });
+    cleanups.push(() => database.close());
+    // The raw-SQL baselines get a pool as large as the API server's own (10 connections).
+    const sqlc = postgres(scratchUrl, { max: 10, onnotice: () => {} });
+    cleanups.push(() => sqlc.end({ timeout: 5 }));
+
+    const seeded = await seed(sqlc, database, opts);
+    const { repoUid } = seeded;
+    const secret = await ensureSecret(database.db, "page-token");
+    const keys = await createKeyStore(database.db);
+    const { token } = await mintToken(keys, { issuer: ISSUER, subject: seeded.identityUid, audience: ISSUER, ttlSeconds: 3600 });
+    const auth = { authorization: `Bearer ${token}` };
+
+    // The deep page: page 10,000 of 50 (rows 499,951 to 500,000 in uid order) continues after row 499,950.
+    const pageNumber = Math.floor(opts.tags / 2 / PAGE);
+    const cursorRow = (pageNumber - 1) * PAGE;
+    const positions = await sqlc<{ uid: string }[]>`
+      select uid from tags where repo_uid = ${repoUid} and kind = 0 order by uid offset ${cursorRow - 1} limit 2`;
+    const midUid = positions[0]!.uid;
+    const midNext = positions[1]!.uid;
+
+    const api = await startApiServer({ DATABASE_URL: scratchUrl, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
+    cleanups.push(() => api.stop());
+    const bare = await startBareServer();
+    cleanups.push(() => bare.stop());
+    const base = `http://127.0.0.1:${api.port}`;
+
+    // Check the answers once before measuring them, and make the deep page's token.
+    const tagsClient = createClient(TagsService, createGrpcTransport({ baseUrl: base }));
+    const listRequest = { uidp: { childrenOf: repoUid }, orderBy: "uid", pageSize: PAGE };
+    let deepToken = "";
+    const notes: string[] = [];
+    try {
+      const first = await tagsClient.listTags(listRequest, { headers: auth });
+      const payload = decodePageToken(first.nextPageToken, [secret]);
+      deepToken = encodePageToken({ ...payload, issuedAt: Date.now(), keys: [midUid] }, secret);
+      const deep = await tagsClient.listTags({ ...listRequest, pageToken: deepToken }, { headers: auth });
+      notes.push(
+        `ListTags page 1: ${first.tags.length} tags, total_count ${first.totalCount}; page ${pageNumber}: ${deep.tags.length} tags starting at row ${cursorRow + 1} (${deep.tags[0]?.uid === midNext ? "as expected" : `UNEXPECTED: ${deep.tags[0]?.uid}`}), total_count ${deep.totalCount}`,
+      );
+      const skipped = await tagsClient.listTags({ ...listRequest, skip: 10_000 }, { headers: auth });
+      notes.push(`ListTags skip=10000: ${skipped.tags.length} tags, skipped ${skipped.skipped}, total_count ${skipped.totalCount}`);
+    } catch (err) {
+      notes.push(`ListTags check failed: ${String(err)}; the measurements below count its errors`);
+    }
+    for (const n of notes) say(`  ${n}`);
+
+    const load = { seconds: opts.seconds, concurrency: opts.concurrency, warmupSeconds: Math.max(1, opts.seconds / 3) };
+    const rows: Row[] = [];
+    const run = async (name: string, send: () => Send, versus?: string) => {
+      const result = await measure(name, send, load);
+      rows.push({ name, result, ...(versus ? { versus } : {}) });
+      say(`  measured ${name}: ${result.rps.toFixed(0)} req/s${result.errors ? `, ${result.errors} errors` : ""}`);
+    };
+
+    const rawPage1 = "raw SQL keyset page 1";
+    const rawDeep = `raw SQL keyset page ${pageNumber}`;
+    const rawOffset = "raw SQL offset 10000";
+    const rawRepo = "raw SQL point select repo";
+    const rawTag = "raw SQL point select tag";
+    const bareName = "bare node:http";
+    const tagUid = midNext;
+
+    await run(rawPage1, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${""} order by uid limit ${PAGE + 1}`, PAGE + 1));
+    await run(`ListTags page 1 (gRPC)`, grpcSender(api.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth), rawPage1);
+    await run(
+      "ListTags page 1 (REST)",
+      http1Sender(api.port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`, undefined, auth),
+      rawPage1,
+    );
+    await run(rawDeep, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${midUid} order by uid limit ${PAGE + 1}`, PAGE + 1));
+    await run(`ListTags page ${pageNumber} (gRPC)`, grpcSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, pageToken: deepToken }, auth), rawDeep);
+    await run(rawOffset, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 order by uid limit ${PAGE + 1} offset 10000`, PAGE + 1));
+    await run("ListTags skip=10000 (gRPC)", grpcSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, skip: 10_000 }, auth), rawOffset);
+
+    await run(bareName, http1Sender(bare.http1, "GET", "/ping/v2/ping"));
+    await run(rawRepo, sqlSender(() => sqlc`select * from repos where uid = ${repoUid}`, 1));
+    await run("GetRepo (gRPC)", grpcSender(api.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo);
+    await run("GetRepo (REST)", http1Sender(api.port, "GET", `/registry/v2/repos/${repoUid}`, undefined, auth), rawRepo);
+    await run(rawTag, sqlSender(() => sqlc`select * from tags where uid = ${tagUid}`, 1));
+    await run("GetTag (gRPC)", grpcSender(api.port, GET_TAG, GetTagRequestSchema, { uid: tagUid }, auth), rawTag);
+    await run("GetTag (REST)", http1Sender(api.port, "GET", `/registry/v2/tags/${tagUid}`, undefined, auth), rawTag);
+
+    const get = (n: string) => rows.find((r) => r.name === n)!.result;
+    const page1 = get("ListTags page 1 (gRPC)");
+    const deep = get(`ListTags page ${pageNumber} (gRPC)`);
+    console.log(
+      `\nRegistry, ${opts.tags} tags in one repo, PostgreSQL ${(await sqlc<{ v: string }[]>`select current_setting('server_version') as v`)[0]!.v}, ` +
+        `${opts.concurrency} concurrent clients, ${opts.seconds}s each, node ${process.version}, ${new Date().toISOString()}, ` +
+        `load average ${loadBefore.toFixed(2)} at the start\n`,
+    );
+    console.log(`seeding: ${seeded.seedSeconds.toFixed(1)}s for ${opts.tags} tags (${opts.keepIndexes ? "indexes in place" : "secondary indexes dropped and rebuilt"})`);
+    for (const n of notes) console.log(n);
+    console.log("");
+    console.log(printTable(rows));
+    console.log(`\nListTags page ${pageNumber} / page 1: ${(deep.rps / page1.rps).toFixed(2)}x the throughput`);
+    console.log(`x ${bareName} for GetRepo/GetTag: ${["GetRepo (gRPC)", "GetRepo (REST)", "GetTag (gRPC)", "GetTag (REST)"].map((n) => `${n} ${(get(n).rps / get(bareName).rps).toFixed(2)}`).join(", ")}`);
+  } finally {
+    for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));
+    await admin.unsafe(`drop database if exists ${name} with (force)`);
+    await admin.end();
+    say(`dropped ${name}`);
+  }
+}
