@@ -85,7 +85,6 @@ export function createApp(deps: AppDeps): App {
     createErrorBoundary(deps.serviceDomain),
     createAuthInterceptor({
       authenticator,
-      db: deps.database.db,
       openServices: [HealthService.typeName, ...reflectionServiceNames],
     }),
   ];

@@ -370,7 +370,7 @@ describe("authenticator with the external verifier", () => {
     const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
     const broken: typeof fetch = () => Promise.reject(new TypeError("boom"));
     const mk = (v: ReturnType<typeof verifier>) => createAuthenticator({ db: database.db, keys, issuer: "https://self.invalid", audience: "https://self.invalid", external: v });
-    const principal = await mk(verifier()).authenticate(await idp.mint({ sub }));
+    const { principal } = await mk(verifier()).authenticate(await idp.mint({ sub }));
     expect(principal).toMatchObject({ identityUid: uid, issuer: idp.url, subject: sub, homeGroup: undefined });
     const refusals: Array<[string, () => Promise<unknown>]> = [
       ["unknown subject", async () => mk(verifier()).authenticate(await idp.mint({ sub: "nobody" }))],

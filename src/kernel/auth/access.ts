@@ -1,15 +1,49 @@
 // Capability resolution. A role binding (identity, role, group) grants the role's capabilities on the group
 // and everything beneath it. An identity created under a group is confined to that group's subtree: a
-// binding on an ancestor counts only from the identity's home group down. The principal's bindings are read
-// once per request (one indexed query) and nothing is cached across requests, so deleting a binding removes
-// the access at once.
-import { eq } from "drizzle-orm";
+// binding on an ancestor counts only from the identity's home group down. The identity and its bindings are
+// read together, once per request (one prepared, indexed query), and nothing is cached across requests, so
+// deleting a binding removes the access at once.
+import { eq, sql } from "drizzle-orm";
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import type { Db } from "../../db/client.js";
-import { roleBindings, roles } from "../../db/schema/index.js";
+import { identities, roleBindings, roles } from "../../db/schema/index.js";
 import { permissionDenied } from "../errors/index.js";
 import { isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
+
+/** One role binding of the caller: the group it is on and the capabilities of its role. */
+export interface Binding {
+  groupUid: string;
+  capabilities: readonly number[];
+}
+
+export interface IdentityGrants {
+  /** The identity's home group (parent), or undefined for a root-level identity. */
+  homeGroup: string | undefined;
+  bindings: Binding[];
+}
+
+/**
+ * Reads an identity's home group and all its role bindings in one query; undefined when the identity does
+ * not exist. Prepared once per database.
+ */
+export function createIdentityLoader(db: Db): (identityUid: string) => Promise<IdentityGrants | undefined> {
+  const query = db
+    .select({ parentUid: identities.parentUid, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
+    .from(identities)
+    .leftJoin(roleBindings, eq(roleBindings.identityUid, identities.uid))
+    .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
+    .where(eq(identities.uid, sql.placeholder("uid")))
+    .prepare("auth_identity_grants");
+  return async (identityUid) => {
+    const rows = await query.execute({ uid: identityUid });
+    if (rows.length === 0) return undefined;
+    return {
+      homeGroup: rows[0]!.parentUid ?? undefined,
+      bindings: rows.flatMap((r) => (r.groupUid && r.capabilities ? [{ groupUid: r.groupUid, capabilities: r.capabilities }] : [])),
+    };
+  };
+}
 
 interface Grant {
   /** Where the grant applies: the bound group, narrowed to the identity's home group. */
@@ -33,24 +67,14 @@ export function outermost(scopes: Iterable<string>): string[] {
   return out.sort();
 }
 
-export function createAccess(db: Db, principal: Principal): Access {
-  let grants: Promise<Grant[]> | undefined;
-  const load = (): Promise<Grant[]> =>
-    (grants ??= db
-      .select({ groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
-      .from(roleBindings)
-      .innerJoin(roles, eq(roles.uid, roleBindings.roleUid))
-      .where(eq(roleBindings.identityUid, principal.identityUid))
-      .then((rows) =>
-        rows.flatMap((r) => {
-          const scope = effectiveScope(r.groupUid, principal.homeGroup);
-          return scope ? [{ scope, capabilities: new Set(r.capabilities) }] : [];
-        }),
-      ));
-
+export function createAccess(principal: Principal, bindings: readonly Binding[]): Access {
+  const grants: Grant[] = bindings.flatMap((b) => {
+    const scope = effectiveScope(b.groupUid, principal.homeGroup);
+    return scope ? [{ scope, capabilities: new Set(b.capabilities) }] : [];
+  });
   const capabilitiesAt = async (uid: string): Promise<ReadonlySet<Capability>> => {
     const held = new Set<Capability>();
-    for (const g of await load()) {
+    for (const g of grants) {
       if (isWithin(uid, g.scope)) for (const c of g.capabilities) held.add(c as Capability);
     }
     return held;
@@ -72,7 +96,7 @@ export function createAccess(db: Db, principal: Principal): Access {
     },
     async visibleScopes(capabilities) {
       // Capabilities held at a scope can come from several bindings; combine per scope root first.
-      const all = await load();
+      const all = grants;
       const candidates = new Set(all.map((g) => g.scope));
       const visible = [...candidates].filter((scope) =>
         capabilities.every((c) => all.some((g) => isWithin(scope, g.scope) && g.capabilities.has(c))),

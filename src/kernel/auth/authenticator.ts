@@ -9,6 +9,7 @@ import { unauthenticated } from "../errors/index.js";
 import { log } from "../log.js";
 import type { KeyStore } from "./keys.js";
 import type { Principal } from "./principal.js";
+import { createIdentityLoader, type Binding } from "./access.js";
 import { verifyOwnToken } from "./tokens.js";
 
 /** Tokens larger than this are refused before any parsing. */
@@ -24,9 +25,18 @@ export interface ExternalVerifier {
   verify(token: string, issuer: string): Promise<{ identityUid: string; issuer: string; subject: string }>;
 }
 
-export interface Authenticator {
-  authenticate(token: string): Promise<Principal>;
+/** The caller and its role bindings, read fresh for this request. */
+export interface Authenticated {
+  principal: Principal;
+  bindings: Binding[];
 }
+
+export interface Authenticator {
+  authenticate(token: string): Promise<Authenticated>;
+}
+
+/** Verified own tokens remembered (until they expire), so a repeated token skips the signature check. */
+const VERIFIED_CACHE_SIZE = 10_000;
 
 export interface AuthenticatorOptions {
   db: Db;
@@ -64,10 +74,42 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       .catch((err: unknown) => log.warn("could not record lastSeenTime", { identity: uid, err }));
   };
 
-  const homeGroupOf = async (uid: string): Promise<string | undefined> => {
-    const [row] = await db.select({ parentUid: identities.parentUid }).from(identities).where(eq(identities.uid, uid));
-    if (!row) throw invalid("the identity it names does not exist");
-    return row.parentUid ?? undefined;
+  const loadIdentity = createIdentityLoader(db);
+  const grantsOf = async (uid: string) => {
+    const grants = await loadIdentity(uid);
+    if (!grants) throw invalid("the identity it names does not exist");
+    return grants;
+  };
+
+  // token -> what its verification established, until the token's expiry. Only this server's own tokens:
+  // they are fully checked once; the identity and its bindings are still read on every request.
+  const verified = new Map<string, { claims: Omit<Principal, "homeGroup">; exp: number }>();
+  const remember = (token: string, claims: Omit<Principal, "homeGroup">, exp: number) => {
+    if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
+    verified.set(token, { claims, exp });
+  };
+  const verifyOwn = async (token: string, iss: string): Promise<Omit<Principal, "homeGroup">> => {
+    const hit = verified.get(token);
+    if (hit) {
+      if (hit.exp * 1000 > Date.now()) return hit.claims;
+      verified.delete(token);
+      throw invalid("expired", "TOKEN_EXPIRED");
+    }
+    let payload;
+    try {
+      payload = await verifyOwnToken(opts.keys, token, { issuer: opts.issuer, audience: opts.audience });
+    } catch (err) {
+      throw isExpired(err) ? invalid("expired", "TOKEN_EXPIRED") : invalid("signature or claims do not verify");
+    }
+    const act = payload.act as { iss?: unknown; sub?: unknown } | undefined;
+    const claims = {
+      identityUid: payload.sub,
+      issuer: iss,
+      subject: payload.sub,
+      upstream: typeof act?.iss === "string" && typeof act.sub === "string" ? { issuer: act.iss, subject: act.sub } : undefined,
+    };
+    remember(token, claims, payload.exp!);
+    return claims;
   };
 
   return {
@@ -81,22 +123,9 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       }
       if (!iss) throw invalid("no issuer");
 
-      let principal: Principal;
+      let claims: Omit<Principal, "homeGroup">;
       if (iss === opts.issuer) {
-        let payload;
-        try {
-          payload = await verifyOwnToken(opts.keys, token, { issuer: opts.issuer, audience: opts.audience });
-        } catch (err) {
-          throw isExpired(err) ? invalid("expired", "TOKEN_EXPIRED") : invalid("signature or claims do not verify");
-        }
-        const act = payload.act as { iss?: unknown; sub?: unknown } | undefined;
-        principal = {
-          identityUid: payload.sub,
-          homeGroup: await homeGroupOf(payload.sub),
-          issuer: iss,
-          subject: payload.sub,
-          upstream: typeof act?.iss === "string" && typeof act.sub === "string" ? { issuer: act.iss, subject: act.sub } : undefined,
-        };
+        claims = await verifyOwn(token, iss);
       } else {
         if (!opts.external) throw invalid("unknown issuer");
         let found;
@@ -107,15 +136,12 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
           log.debug("external token refused", { iss, err });
           throw invalid("not accepted for any identity");
         }
-        principal = {
-          identityUid: found.identityUid,
-          homeGroup: await homeGroupOf(found.identityUid),
-          issuer: found.issuer,
-          subject: found.subject,
-        };
+        claims = { identityUid: found.identityUid, issuer: found.issuer, subject: found.subject };
       }
+      const { homeGroup, bindings } = await grantsOf(claims.identityUid);
+      const principal: Principal = { ...claims, homeGroup };
       touch(principal.identityUid);
-      return principal;
+      return { principal, bindings };
     },
   };
 }

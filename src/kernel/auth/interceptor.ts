@@ -8,7 +8,6 @@
 import type { DescField, DescMethod } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
-import type { Db } from "../../db/client.js";
 import { authRuleOf, scopePathOf } from "../descriptors.js";
 import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
@@ -54,7 +53,6 @@ export function bearerToken(header: Headers): string | undefined {
 
 export interface AuthInterceptorOptions {
   authenticator: Authenticator;
-  db: Db;
   /**
    * Services outside the API contract that need no credentials (gRPC health and reflection). Any other
    * method without an auth rule is refused.
@@ -76,8 +74,8 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
     if (rule.kind === "disabled") return next(req);
     const token = bearerToken(req.header);
     if (!token) throw unauthenticated("This method needs an Authorization: Bearer <token> header", "TOKEN_MISSING");
-    const principal = await opts.authenticator.authenticate(token);
-    const access = createAccess(opts.db, principal);
+    const { principal, bindings } = await opts.authenticator.authenticate(token);
+    const access = createAccess(principal, bindings);
     req.contextValues.set(accessKey, access);
     if (rule.kind === "scoped" && !req.stream) {
       await access.require(scopeOf(req.message, rule.scopePath), rule.capabilities);
