@@ -3,6 +3,7 @@
 // come from the servers.
 import http from "node:http";
 import http2 from "node:http2";
+import { create, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 
 export interface Result {
   name: string;
@@ -60,15 +61,17 @@ export function http1Sender(port: number, method: string, path: string, body?: s
   };
 }
 
-/** gRPC unary calls with an empty request over one HTTP/2 connection (cleartext). */
-export function grpcSender(port: number, path: string, requestBytes: Uint8Array = new Uint8Array()): () => Send {
+/** gRPC unary calls over one HTTP/2 connection (cleartext), with optional request headers (a bearer token). */
+export function grpcSender(port: number, path: string, requestBytes: Uint8Array = new Uint8Array(), headers: Record<string, string> = {}): () => Send {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(requestBytes.length, 1);
+  const frame = Buffer.concat([prefix, Buffer.from(requestBytes)]);
   return () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     session.on("error", () => {});
-    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, requestBytes.length]), Buffer.from(requestBytes)]);
     return () =>
       new Promise<boolean>((resolve) => {
-        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers" });
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...headers });
         let status: string | undefined;
         stream.on("trailers", (t) => (status = String(t["grpc-status"])));
         stream.on("response", (h) => {
@@ -80,6 +83,22 @@ export function grpcSender(port: number, path: string, requestBytes: Uint8Array 
         stream.end(frame);
       });
   };
+}
+
+/** gRPC unary calls of a request message (see grpcSender). */
+export function grpcMessageSender<I extends DescMessage>(
+  port: number,
+  path: string,
+  schema: I,
+  request: MessageInitShape<I>,
+  headers: Record<string, string> = {},
+): () => Send {
+  return grpcSender(port, path, toBinary(schema, create(schema, request)), headers);
+}
+
+/** A raw query run by the load generator itself (e.g. postgres.js prepared statements); ok when it returns `expectRows` rows. */
+export function sqlSender(run: () => PromiseLike<readonly unknown[]>, expectRows: number): () => Send {
+  return () => async () => (await run()).length === expectRows;
 }
 
 export function table(results: Result[], baseline: Result): string {

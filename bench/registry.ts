@@ -17,9 +17,7 @@
 //   - ListTags with skip=10000, beside raw `... order by uid limit 51 offset 10000`.
 //   - GetRepo and GetTag over gRPC and REST, beside the bare node:http server and a raw point select.
 import { randomBytes } from "node:crypto";
-import http2 from "node:http2";
 import { loadavg } from "node:os";
-import { create, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import postgres from "postgres";
@@ -34,7 +32,7 @@ import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
 import { decodePageToken, encodePageToken } from "../src/kernel/list/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
-import { http1Sender, measure, type Result, type Send } from "./load.js";
+import { grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
 import { startApiServer, startBareServer } from "./processes.js";
 
 const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -54,35 +52,6 @@ export interface RegistryBenchOptions {
 
 const say = (line: string) => process.stderr.write(line + "\n");
 const secondsSince = (t0: number) => ((performance.now() - t0) / 1000).toFixed(1);
-
-/** gRPC unary calls over one HTTP/2 connection, with request headers (the bearer token). */
-export function grpcSender<I extends DescMessage>(port: number, path: string, schema: I, request: MessageInitShape<I>, headers: Record<string, string>): () => Send {
-  const bytes = toBinary(schema, create(schema, request));
-  const frame = Buffer.concat([Buffer.from([0, 0, 0, (bytes.length >> 8) & 0xff, bytes.length & 0xff]), Buffer.from(bytes)]);
-  if (bytes.length > 0xffff) throw new Error("request too large for this sender");
-  return () => {
-    const session = http2.connect(`http://127.0.0.1:${port}`);
-    session.on("error", () => {});
-    return () =>
-      new Promise<boolean>((resolve) => {
-        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...headers });
-        let status: string | undefined;
-        stream.on("trailers", (t) => (status = String(t["grpc-status"])));
-        stream.on("response", (h) => {
-          if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
-        });
-        stream.resume();
-        stream.on("end", () => resolve(status === "0"));
-        stream.on("error", () => resolve(false));
-        stream.end(frame);
-      });
-  };
-}
-
-/** A raw query run by the load generator itself (postgres.js, prepared statements). */
-function sqlSender(run: () => PromiseLike<readonly unknown[]>, expectRows: number): () => Send {
-  return () => async () => (await run()).length === expectRows;
-}
 
 interface Seeded {
   org: string;
@@ -264,23 +233,23 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
     const tagUid = midNext;
 
     await run(rawPage1, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${""} order by uid limit ${PAGE + 1}`, PAGE + 1));
-    await run(`ListTags page 1 (gRPC)`, grpcSender(api.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth), rawPage1);
+    await run(`ListTags page 1 (gRPC)`, grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth), rawPage1);
     await run(
       "ListTags page 1 (REST)",
       http1Sender(api.port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`, undefined, auth),
       rawPage1,
     );
     await run(rawDeep, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${midUid} order by uid limit ${PAGE + 1}`, PAGE + 1));
-    await run(`ListTags page ${pageNumber} (gRPC)`, grpcSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, pageToken: deepToken }, auth), rawDeep);
+    await run(`ListTags page ${pageNumber} (gRPC)`, grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, pageToken: deepToken }, auth), rawDeep);
     await run(rawOffset, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 order by uid limit ${PAGE + 1} offset 10000`, PAGE + 1));
-    await run("ListTags skip=10000 (gRPC)", grpcSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, skip: 10_000 }, auth), rawOffset);
+    await run("ListTags skip=10000 (gRPC)", grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, skip: 10_000 }, auth), rawOffset);
 
     await run(bareName, http1Sender(bare.http1, "GET", "/ping/v2/ping"));
     await run(rawRepo, sqlSender(() => sqlc`select * from repos where uid = ${repoUid}`, 1));
-    await run("GetRepo (gRPC)", grpcSender(api.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo);
+    await run("GetRepo (gRPC)", grpcMessageSender(api.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo);
     await run("GetRepo (REST)", http1Sender(api.port, "GET", `/registry/v2/repos/${repoUid}`, undefined, auth), rawRepo);
     await run(rawTag, sqlSender(() => sqlc`select * from tags where uid = ${tagUid}`, 1));
-    await run("GetTag (gRPC)", grpcSender(api.port, GET_TAG, GetTagRequestSchema, { uid: tagUid }, auth), rawTag);
+    await run("GetTag (gRPC)", grpcMessageSender(api.port, GET_TAG, GetTagRequestSchema, { uid: tagUid }, auth), rawTag);
     await run("GetTag (REST)", http1Sender(api.port, "GET", `/registry/v2/tags/${tagUid}`, undefined, auth), rawTag);
 
     const get = (n: string) => rows.find((r) => r.name === n)!.result;

@@ -1,0 +1,132 @@
+// Authenticated IAM reads against the same SQL run raw, in one run, on PostgreSQL:
+//   GetGroup                 vs. the caller's identity-and-bindings query + the group's point select
+//   ListRoleBindings page 1  vs. the identity-and-bindings query + the hydrated keyset page + its count
+// Usage: DATABASE_URL=postgres://... npm run bench -- iam [--seconds 3] [--concurrency 16]
+import { randomBytes } from "node:crypto";
+import { loadavg } from "node:os";
+import postgres from "postgres";
+import { GetGroupRequestSchema } from "../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { ListRoleBindingsRequestSchema } from "../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { openPostgres } from "../src/db/client.js";
+import { ensureSecret } from "../src/db/secrets.js";
+import { bootstrap } from "../src/iam/bootstrap.js";
+import { managedRole } from "../src/iam/managed-roles.js";
+import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
+import { setLogLevel } from "../src/kernel/log.js";
+import { grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
+import { startApiServer } from "./processes.js";
+
+const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+const ISSUER = "https://bench.iam.invalid";
+const PAGE = 50;
+
+export interface IamBenchOptions {
+  seconds: number;
+  concurrency: number;
+  /** Role bindings in the organization. */
+  bindings: number;
+}
+
+export async function benchIam(opts: IamBenchOptions): Promise<void> {
+  setLogLevel("warn");
+  const url = process.env.DATABASE_URL || DEFAULT_URL;
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
+  const name = `bench_iam_${process.pid}_${randomBytes(3).toString("hex")}`;
+  await admin.unsafe(`create database ${name}`);
+  const target = new URL(url);
+  target.pathname = `/${name}`;
+  const cleanups: (() => Promise<unknown>)[] = [];
+  try {
+    const database = await openPostgres(target.toString(), { max: 2 });
+    cleanups.push(() => database.close());
+    const sqlc = postgres(target.toString(), { max: 10, onnotice: () => {} });
+    cleanups.push(() => sqlc.end({ timeout: 5 }));
+
+    // An organization owned by the caller, with `bindings` identities bound as viewers, set-based.
+    await ensureSecret(database.db, "page-token");
+    const { group: org, identity } = await bootstrap(database.db, { issuer: "https://idp.invalid", subject: "bench", organization: "bench" });
+    const t0 = performance.now();
+    await sqlc`
+      insert into identities (uid, parent_uid, name, relationship, relationship_type, issuer, subject)
+      select ${org} || '/' || lpad(to_hex(i), 16, '0'), ${org}, 'robot ' || i,
+             jsonb_build_object('claimMatch', jsonb_build_object('issuer', 'https://ci.invalid', 'subject', 'robot-' || i)),
+             1, 'https://ci.invalid', 'robot-' || i
+      from generate_series(1, ${opts.bindings}) i`;
+    await sqlc`
+      insert into role_bindings (uid, group_uid, identity_uid, role_uid)
+      select ${org} || '/' || lpad(to_hex(1000000 + i), 16, '0'), ${org}, ${org} || '/' || lpad(to_hex(i), 16, '0'), ${managedRole("viewer").uid}
+      from generate_series(1, ${opts.bindings}) i`;
+    await sqlc`analyze`;
+    process.stderr.write(`seeded ${opts.bindings} identities and role bindings in ${((performance.now() - t0) / 1000).toFixed(1)}s\n`);
+
+    const keys = await createKeyStore(database.db);
+    const { token } = await mintToken(keys, { issuer: ISSUER, subject: identity, audience: ISSUER, ttlSeconds: 3600 });
+    const auth = { authorization: `Bearer ${token}` };
+    const api = await startApiServer({ DATABASE_URL: target.toString(), ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
+    cleanups.push(() => api.stop());
+
+    // The SQL the server runs for these calls, written out and run raw by the load generator.
+    const grants = () => sqlc`
+      select i.parent_uid, b.group_uid, r.capabilities from identities i
+      left join role_bindings b on b.identity_uid = i.uid left join roles r on r.uid = b.role_uid
+      where i.uid = ${identity}`;
+    const like = `${org}/%`;
+    const rawGetGroup = async () => {
+      await grants();
+      return sqlc`select * from groups where uid = ${org}`;
+    };
+    const rawListPage = async () => {
+      await grants();
+      const [page] = await Promise.all([
+        sqlc`
+          select b.uid, b.create_time, b.update_time, i.uid, i.name, i.description, i.issuer, i.subject, i.email,
+                 g.uid, g.name, g.description, r.uid, r.name, r.description
+          from role_bindings b join identities i on i.uid = b.identity_uid join groups g on g.uid = b.group_uid
+          join roles r on r.uid = b.role_uid
+          where (b.group_uid = ${org} or b.group_uid like ${like}) and (b.uid like ${like})
+          order by b.create_time, b.uid limit ${PAGE + 1}`,
+        sqlc`select count(*) from role_bindings b where (b.group_uid = ${org} or b.group_uid like ${like}) and (b.uid like ${like})`,
+      ]);
+      return page;
+    };
+
+    const rows: Array<{ name: string; result: Result; versus?: string }> = [];
+    const load = { seconds: opts.seconds, concurrency: opts.concurrency, warmupSeconds: Math.max(1, opts.seconds / 3) };
+    const run = async (label: string, send: () => Send, versus?: string) => {
+      const result = await measure(label, send, load);
+      rows.push({ name: label, result, ...(versus ? { versus } : {}) });
+      process.stderr.write(`  measured ${label}: ${result.rps.toFixed(0)} req/s, ${result.errors} errors\n`);
+    };
+    const GET_GROUP = "/chainguard.platform.iam.v2.GroupsService/GetGroup";
+    const LIST_BINDINGS = "/chainguard.platform.iam.v2.RoleBindingsService/ListRoleBindings";
+    await run("raw SQL: grants + group", sqlSender(rawGetGroup, 1));
+    await run("GetGroup (gRPC)", grpcMessageSender(api.port, GET_GROUP, GetGroupRequestSchema, { uid: org }, auth), "raw SQL: grants + group");
+    await run("GetGroup (REST)", http1Sender(api.port, "GET", `/iam/v2/groups/${org}`, undefined, auth), "raw SQL: grants + group");
+    await run("raw SQL: grants + page + count", sqlSender(rawListPage, PAGE + 1));
+    await run(
+      "ListRoleBindings page (gRPC)",
+      grpcMessageSender(api.port, LIST_BINDINGS, ListRoleBindingsRequestSchema, { uidp: { descendantsOf: org }, pageSize: PAGE }, auth),
+      "raw SQL: grants + page + count",
+    );
+    await run(
+      "ListRoleBindings page (REST)",
+      http1Sender(api.port, "GET", `/iam/v2/roleBindings?uidp.descendants_of=${org}&page_size=${PAGE}`, undefined, auth),
+      "raw SQL: grants + page + count",
+    );
+
+    const byName = new Map(rows.map((r) => [r.name, r.result]));
+    console.log(
+      `\nIAM, ${opts.bindings} role bindings in one organization, ${opts.concurrency} concurrent clients, ${opts.seconds}s each, node ${process.version}, load average ${loadavg()[0]!.toFixed(2)}\n`,
+    );
+    console.log("| target | req/s | p50 ms | p99 ms | × raw SQL | errors |\n|---|---:|---:|---:|---:|---:|");
+    for (const r of rows) {
+      const base = r.versus ? byName.get(r.versus) : undefined;
+      const ratio = base ? (r.result.rps / base.rps).toFixed(2) : "";
+      console.log(`| ${r.name} | ${r.result.rps.toFixed(0)} | ${r.result.p50.toFixed(2)} | ${r.result.p99.toFixed(2)} | ${ratio} | ${r.result.errors} |`);
+    }
+  } finally {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+    await admin.unsafe(`drop database if exists ${name} with (force)`);
+    await admin.end();
+  }
+}
