@@ -5,7 +5,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { groups, roleBindings } from "../db/schema/index.js";
-import { failedPrecondition, notFound, sqlStateOf } from "../kernel/errors/index.js";
+import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { newChildUid, newRootUid, uidpPredicate } from "../kernel/uidp.js";
@@ -25,12 +25,6 @@ export interface GroupFields {
 /** Resource type named in NOT_FOUND errors. */
 export const GROUP_TYPE = "chainguard.platform.iam.v2.Group";
 
-/**
- * SQLSTATEs of a delete refused by a referencing row: 23001 restrict_violation (ON DELETE RESTRICT, which
- * every table of this schema uses) and 23503 foreign_key_violation (NO ACTION, the default).
- */
-export const REFERENCED_STATES: ReadonlySet<string | undefined> = new Set(["23001", "23503"]);
-const FOREIGN_KEY_VIOLATION = "23503";
 
 /** What the referencing rows are, in the API's words, from the error's table field (never its message). */
 const KINDS: Readonly<Record<string, string>> = {
@@ -87,7 +81,7 @@ export function createGroupStore(db: Db) {
           .returning();
         return row!;
       } catch (err) {
-        if (sqlStateOf(err) === FOREIGN_KEY_VIOLATION) throw notFound(GROUP_TYPE, parent);
+        if (isMissingReference(err)) throw notFound(GROUP_TYPE, parent);
         throw err;
       }
     },
@@ -136,7 +130,7 @@ export function createGroupStore(db: Db) {
       try {
         deleted = await db.delete(groups).where(eq(groups.uid, uid)).returning({ uid: groups.uid });
       } catch (err) {
-        if (REFERENCED_STATES.has(sqlStateOf(err))) {
+        if (isStillReferenced(err)) {
           throw failedPrecondition({
             type: "RESOURCE_NOT_EMPTY",
             subject: uid,

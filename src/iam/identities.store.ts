@@ -4,12 +4,12 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { identities } from "../db/schema/index.js";
-import { failedPrecondition, notFound, sqlStateOf } from "../kernel/errors/index.js";
+import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { GROUP_TYPE, REFERENCED_STATES } from "./groups.store.js";
+import { GROUP_TYPE } from "./groups.store.js";
 
 export type IdentityRow = typeof identities.$inferSelect;
 
@@ -39,7 +39,6 @@ export const IDENTITY_TYPE = "chainguard.platform.iam.v2.Identity";
 
 /** RelationshipType.CLAIM_MATCH. */
 const CLAIM_MATCH = 1;
-const FOREIGN_KEY_VIOLATION = "23503";
 
 export interface IdentityListFilter {
   /** The caller's visible scopes: only identities beneath one of them are listed and counted. */
@@ -97,7 +96,7 @@ export function createIdentityStore(db: Db) {
           .returning();
         return row!;
       } catch (err) {
-        if (sqlStateOf(err) === FOREIGN_KEY_VIOLATION) throw notFound(GROUP_TYPE, parent);
+        if (isMissingReference(err)) throw notFound(GROUP_TYPE, parent);
         throw err;
       }
     },
@@ -115,7 +114,7 @@ export function createIdentityStore(db: Db) {
         deleted = await db.delete(identities).where(eq(identities.uid, uid)).returning({ uid: identities.uid });
       } catch (err) {
         // Tables added later may reference identities with RESTRICT or NO ACTION.
-        if (REFERENCED_STATES.has(sqlStateOf(err))) {
+        if (isStillReferenced(err)) {
           throw failedPrecondition({ type: "RESOURCE_NOT_EMPTY", subject: uid, description: `identity ${uid} is still referenced; remove those references first` });
         }
         throw err;

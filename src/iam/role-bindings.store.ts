@@ -5,7 +5,7 @@ import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { groups, identities, roleBindings, roles } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { alreadyExists, sqlStateOf } from "../kernel/errors/index.js";
+import { alreadyExists, isUniqueViolation } from "../kernel/errors/index.js";
 import {
   completePage,
   countRows,
@@ -192,7 +192,7 @@ export async function updateBinding(db: AnyPgDatabase, current: BindingRow, next
       await sp.update(roleBindings).set({ ...next, updateTime: sql`now()` }).where(eq(roleBindings.uid, current.uid));
     });
   } catch (err) {
-    if (sqlStateOf(err) === "23505") throw await duplicateOf(db, { groupUid: current.groupUid, ...next });
+    if (isUniqueViolation(err)) throw await duplicateOf(db, { groupUid: current.groupUid, ...next });
     throw err;
   }
 }

@@ -5,7 +5,7 @@ import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { groups, roles } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { failedPrecondition, notFound, sqlStateOf } from "../kernel/errors/index.js";
+import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
 import { listPage, type AnyPgDatabase, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { uidpPredicate } from "../kernel/uidp.js";
 
@@ -13,14 +13,6 @@ export type RoleRow = typeof roles.$inferSelect;
 
 const GROUP_TYPE = GroupSchema.typeName;
 
-/**
- * A foreign key refusing a change: 23503 (foreign_key_violation), or 23001 (restrict_violation), which
- * PostgreSQL 18 (the embedded PGlite) reports for ON DELETE RESTRICT where PostgreSQL 15 reports 23503.
- */
-export function isForeignKeyViolation(err: unknown): boolean {
-  const state = sqlStateOf(err);
-  return state === "23503" || state === "23001";
-}
 
 /** The order_by keys of ListRoles mapped to columns. */
 export const roleOrderColumns: OrderColumns = {
@@ -80,7 +72,7 @@ export async function insertRole(db: AnyPgDatabase, role: NewRole): Promise<Role
     return row!;
   } catch (err) {
     // The group was deleted between the check and the insert.
-    if (isForeignKeyViolation(err)) throw notFound(GROUP_TYPE, role.parentUid);
+    if (isMissingReference(err)) throw notFound(GROUP_TYPE, role.parentUid);
     throw err;
   }
 }
@@ -113,7 +105,7 @@ export async function deleteRole(db: AnyPgDatabase, uid: string): Promise<boolea
       .returning({ uid: roles.uid });
     return deleted.length > 0;
   } catch (err) {
-    if (isForeignKeyViolation(err)) {
+    if (isStillReferenced(err)) {
       throw failedPrecondition({
         type: "RESOURCE_IN_USE",
         subject: uid,

@@ -7,7 +7,7 @@ import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.j
 import type { Db } from "../db/client.js";
 import { repos } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { alreadyExists, notFound, sqlStateOf } from "../kernel/errors/index.js";
+import { alreadyExists, isMissingReference, isUniqueViolation, notFound } from "../kernel/errors/index.js";
 import {
   completePage,
   countRows,
@@ -23,8 +23,6 @@ import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
 export const REPO_TYPE = "chainguard.platform.registry.v2.Repo";
 export const GROUP_TYPE = "chainguard.platform.iam.v2.Group";
 
-const FOREIGN_KEY_VIOLATION = "23503";
-const UNIQUE_VIOLATION = "23505";
 
 // Every column but the readme.
 const { readme: _readme, ...repoColumns } = getTableColumns(repos);
@@ -100,9 +98,8 @@ export function createRepoStore(db: Db) {
           .returning(repoColumns);
         return row!;
       } catch (err) {
-        const state = sqlStateOf(err);
-        if (state === FOREIGN_KEY_VIOLATION) throw notFound(GROUP_TYPE, parent);
-        if (state === UNIQUE_VIOLATION) throw await nameTaken(parent, fields.name);
+        if (isMissingReference(err)) throw notFound(GROUP_TYPE, parent);
+        if (isUniqueViolation(err)) throw await nameTaken(parent, fields.name);
         throw err;
       }
     },
@@ -130,7 +127,7 @@ export function createRepoStore(db: Db) {
           return row!;
         });
       } catch (err) {
-        if (sqlStateOf(err) === UNIQUE_VIOLATION && target) throw await nameTaken(group, target.name);
+        if (isUniqueViolation(err) && target) throw await nameTaken(group, target.name);
         throw err;
       }
     },

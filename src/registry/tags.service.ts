@@ -17,7 +17,7 @@ import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ListTagsResponseSchema, TagSchema, TagsService, type ListTagsRequest } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { TagKind } from "../db/schema/index.js";
 import { accessOf } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, sqlStateOf, type FieldViolation } from "../kernel/errors/index.js";
+import { invalidArgument, isMissingReference, notFound, type FieldViolation } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { REPO_TYPE } from "./repos.store.js";
@@ -32,7 +32,6 @@ export const tagList = defineListSpec({
   defaultOrder: "name",
 });
 
-const FOREIGN_KEY_VIOLATION = "23503";
 
 function throwIfAny(violations: readonly FieldViolation[]): void {
   if (violations.length > 0) throw invalidArgument([...violations]);
@@ -82,7 +81,7 @@ export function tagsBindings(deps: DomainDeps): ServiceBinding[] {
       try {
         return toTag(await upsertTag(db, tagWrite(req.parent, tag)));
       } catch (err) {
-        if (sqlStateOf(err) === FOREIGN_KEY_VIOLATION) throw notFound(REPO_TYPE, req.parent);
+        if (isMissingReference(err)) throw notFound(REPO_TYPE, req.parent);
         throw err;
       }
     },

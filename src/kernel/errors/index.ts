@@ -1,3 +1,4 @@
 export * from "./builders.js";
 export * from "./boundary.js";
 export * from "./http.js";
+export * from "./sqlstate.js";
