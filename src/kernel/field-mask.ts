@@ -220,8 +220,12 @@ export function impliedPaths(desc: DescMessage, msg: MessageShape<DescMessage>, 
     if (isOutputOnly(field) || !isSet(desc, raw, field)) continue;
     const path = prefix + field.name;
     if (isNavigable(field)) {
-      const sub = impliedPaths(field.message, getRaw(raw, field) as MessageShape<DescMessage>, path + ".");
-      out.push(...(sub.length > 0 ? sub : [path]));
+      const value = getRaw(raw, field) as MessageShape<DescMessage>;
+      const sub = impliedPaths(field.message, value, path + ".");
+      // An empty sub-message present in the body replaces the field (clears it); one whose only set fields
+      // are output-only changes nothing.
+      const empty = !field.message.fields.some((f) => isSet(field.message, value as Raw, f));
+      out.push(...(sub.length > 0 ? sub : empty ? [path] : []));
     } else {
       out.push(path);
     }

@@ -132,6 +132,13 @@ describe("applyUpdate on Repo", () => {
     expect(changed).toEqual(["custom_overlay"]);
   });
 
+  it("no mask: a message whose only set fields are output-only changes nothing", () => {
+    const current = create(RepoSchema, { name: "r", syncConfig: { source: "src", google: "g" } });
+    const { message, changed } = applyUpdate(RepoSchema, current, repoPatch({ syncConfig: { gracePeriod: true, uniqueTags: true } }), undefined);
+    expect(changed).toEqual([]);
+    expect(message.syncConfig).toEqual(current.syncConfig);
+  });
+
   it("the result does not alias the patch", () => {
     const patch = repoPatch({ bundles: ["p"], syncConfig: { source: "s" } });
     const { message } = applyUpdate(RepoSchema, repo(), patch, mask("bundles", "sync_config"));
