@@ -4,7 +4,8 @@
 // configured database (DATABASE_URL, or the embedded one under DATA_DIR). Idempotent: run again with the
 // same arguments, it prints what exists. Prints the uids as JSON on stdout.
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig } from "../config.js";
+import { loadConfig } from "../config.js";
+import { runWhenMain } from "./run.js";
 import { openDatabase } from "../db/client.js";
 import { bootstrap } from "../iam/bootstrap.js";
 import { setLogLevel } from "../kernel/log.js";
@@ -51,12 +52,4 @@ export async function runBootstrap(argv: string[]): Promise<number> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  runBootstrap(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      process.stderr.write(err instanceof ConfigError ? `configuration error: ${err.message}\n` : `bootstrap failed: ${String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, "bootstrap", runBootstrap);

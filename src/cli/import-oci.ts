@@ -7,8 +7,8 @@
 // a terminal, a plain line every few seconds otherwise); the summary is printed as JSON on stdout.
 // Exit codes: 0 imported, 1 failed (invalid or corrupted layout, unknown repo, database error), 2 usage.
 import { parseArgs } from "node:util";
-import { pathToFileURL } from "node:url";
-import { ConfigError, loadConfig } from "../config.js";
+import { loadConfig } from "../config.js";
+import { runWhenMain } from "./run.js";
 import { openDatabase } from "../db/client.js";
 import { setLogLevel } from "../kernel/log.js";
 import { isValidUid } from "../kernel/uidp.js";
@@ -124,12 +124,4 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      process.stderr.write(err instanceof ConfigError ? `configuration error: ${err.message}\n` : `import failed: ${String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, "import", main);

@@ -4,8 +4,8 @@
 // key and retires the current one, and prints the result as JSON. Retired keys keep verifying, and stay in
 // the published JWKS, until every token they signed has expired. Running replicas pick the new key up within
 // a minute (they reload keys periodically, and at once when they meet a token with an unknown kid).
-import { pathToFileURL } from "node:url";
-import { ConfigError, loadConfig } from "../config.js";
+import { loadConfig } from "../config.js";
+import { runWhenMain } from "./run.js";
 import { openDatabase, type Database } from "../db/client.js";
 import { createKeyStore } from "../kernel/auth/keys.js";
 import { log, setLogLevel } from "../kernel/log.js";
@@ -47,13 +47,4 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      if (err instanceof ConfigError) log.error(`configuration error: ${err.message}`);
-      else log.error("key rotation failed", { err });
-      process.exit(1);
-    },
-  );
-}
+runWhenMain(import.meta.url, "key rotation", main);
