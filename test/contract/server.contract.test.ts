@@ -110,6 +110,33 @@ describe("errors raised by the protocol layer", () => {
   });
 });
 
+describe("errors raised by the protocol layer, gRPC-web", () => {
+  it("an undecodable message is INVALID_ARGUMENT with a trailer frame carrying ErrorInfo", async () => {
+    const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1" },
+      body: Buffer.from([0, 0, 0, 0, 3, 0x00, 0xff, 0xff]),
+    });
+    expect(res.status).toBe(200);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    // the last frame is the trailer (flag 0x80): "key: value\r\n" lines
+    let offset = 0;
+    let trailer = "";
+    while (offset + 5 <= bytes.length) {
+      const length = new DataView(bytes.buffer, bytes.byteOffset + offset + 1, 4).getUint32(0);
+      if (bytes[offset]! & 0x80) trailer = Buffer.from(bytes.subarray(offset + 5, offset + 5 + length)).toString();
+      offset += 5 + length;
+    }
+    const fields = Object.fromEntries(trailer.split("\r\n").filter(Boolean).map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+    expect(fields["grpc-status"]).toBe("3");
+    const status = fromBinary(StatusSchema, Buffer.from(fields["grpc-status-details-bin"]!, "base64"));
+    expect(status.details.map((d) => d.typeUrl)).toEqual([
+      `type.googleapis.com/${ErrorInfoSchema.typeName}`,
+      `type.googleapis.com/${BadRequestSchema.typeName}`,
+    ]);
+  });
+});
+
 describe("large error bodies", () => {
   it("a Connect error over the compression threshold still arrives, compressed, when the client accepts gzip", async () => {
     // A long uid makes a long error message (the permission check names it): over 1 KiB.
