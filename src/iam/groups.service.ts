@@ -12,14 +12,14 @@ import {
   LookupGroupResponseSchema,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { accessOf } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, permissionDenied, unimplemented } from "../kernel/errors/index.js";
+import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import { isValidUid } from "../kernel/uidp.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { groupFields, toGroup } from "./groups.mapper.js";
 import { createGroupStore, GROUP_TYPE } from "./groups.store.js";
-import { groupViolations, parentDepthViolations, throwIfAny } from "./validate.js";
+import { groupViolations, parentDepthViolations } from "./validate.js";
 
 export const groupList = defineListSpec({
   name: "iam.v2.ListGroups",

@@ -13,13 +13,13 @@ import {
   RelationshipTypeSchema,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { accessOf } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, type FieldViolation } from "../kernel/errors/index.js";
+import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { identityFields, identityMetadataFields, toIdentity, toIdentityMetadata } from "./identities.mapper.js";
 import { createIdentityStore, IDENTITY_TYPE } from "./identities.store.js";
-import { identityMetadataViolations, identityViolations, MAX_CLAIM_VALUE_LENGTH, parentDepthViolations, throwIfAny } from "./validate.js";
+import { identityMetadataViolations, identityViolations, MAX_CLAIM_VALUE_LENGTH, parentDepthViolations } from "./validate.js";
 
 export const identityList = defineListSpec({
   name: "iam.v2.ListIdentities",

@@ -23,7 +23,7 @@ import {
   RoleBindingsService,
 } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { accessOf } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, type FieldViolation } from "../kernel/errors/index.js";
+import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest, type AnyPgDatabase } from "../kernel/list/index.js";
 import { isValidUid, newChildUid, parentOf } from "../kernel/uidp.js";
@@ -45,9 +45,6 @@ export const roleBindingListSpec = defineListSpec({
   defaultOrder: "create_time",
 });
 
-function throwIfAny(violations: FieldViolation[]): void {
-  if (violations.length > 0) throw invalidArgument(violations);
-}
 
 /**
  * Checks targets against the database (inside the caller's transaction): the identities and roles exist,

@@ -1,17 +1,16 @@
 // Role queries. Managed roles have no parent (uid without '/'); custom roles live under a group
 // (parent_uid, uid `<group>/<16 hex>`). Rows only: no generated message types here.
 import { and, eq, isNull, not, or, sql, type SQL } from "drizzle-orm";
-import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { groups, roles } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
 import { listPage, type AnyPgDatabase, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { uidpPredicate } from "../kernel/uidp.js";
+import { GROUP_TYPE } from "./groups.store.js";
 
 export type RoleRow = typeof roles.$inferSelect;
 
-const GROUP_TYPE = GroupSchema.typeName;
 
 
 /** The order_by keys of ListRoles mapped to columns. */

@@ -17,7 +17,7 @@ import {
   type Identity_StaticKeys,
   type IdentityMetadata,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import { invalidArgument, type FieldViolation } from "../kernel/errors/index.js";
+import type { FieldViolation } from "../kernel/errors/index.js";
 import { UID_MAX_LENGTH } from "../kernel/uidp.js";
 
 /** The identity name pattern of the specification. */
@@ -36,9 +36,6 @@ export const MAX_JWKS_LENGTH = 64 * 1024;
 export const MAX_JWKS_KEYS = 32;
 export const MAX_METADATA_VALUE_LENGTH = 2048;
 
-export function throwIfAny(violations: readonly FieldViolation[]): void {
-  if (violations.length > 0) throw invalidArgument([...violations]);
-}
 
 // A control character (C0, DEL, C1): never in a display name.
 // eslint-disable-next-line no-control-regex

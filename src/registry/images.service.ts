@@ -18,16 +18,13 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ArchitecturesSchema, ImagesService, SizeSchema } from "../../gen/chainguard/platform/registry/v2/images_pb.js";
 import type { Db } from "../db/client.js";
-import { failedPrecondition, invalidArgument, notFound, type FieldViolation } from "../kernel/errors/index.js";
+import { failedPrecondition, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { ARCHITECTURE_PATTERN, architecturesOf, MANIFEST_TYPE, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
 import { findManifest, repoExists, type ManifestRow } from "./images.store.js";
 import { REPO_TYPE } from "./repos.store.js";
 import { digestViolations } from "./tags.mapper.js";
 
-function throwIfAny(violations: readonly FieldViolation[]): void {
-  if (violations.length > 0) throw invalidArgument([...violations]);
-}
 
 /** The manifest, or NOT_FOUND naming the repo (when it is missing) or the manifest. */
 async function requireManifest(db: Db, repoUid: string, digest: string): Promise<ManifestRow> {

@@ -23,7 +23,8 @@ import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/ind
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { repoFields, toRepo, toRepoReadme, writableRepo } from "./repos.mapper.js";
 import { createRepoStore } from "./repos.store.js";
-import { readmeViolations, repoViolations, throwIfAny } from "./repos.validate.js";
+import { readmeViolations, repoViolations } from "./repos.validate.js";
+import { throwIfAny } from "../kernel/errors/index.js";
 
 export const repoList = defineListSpec({
   name: "registry.v2.ListRepos",

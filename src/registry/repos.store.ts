@@ -18,10 +18,10 @@ import {
   type ListPlan,
 } from "../kernel/list/index.js";
 import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { GROUP_TYPE } from "../iam/groups.store.js";
 
 /** Resource types named in NOT_FOUND / ALREADY_EXISTS errors. */
 export const REPO_TYPE = "chainguard.platform.registry.v2.Repo";
-export const GROUP_TYPE = "chainguard.platform.iam.v2.Group";
 
 
 // Every column but the readme.

@@ -7,7 +7,7 @@ import { toBinary, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
 import { CatalogTierSchema, CustomOverlaySchema, SyncConfigSchema, type Repo } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { isOutputOnly, isRequired } from "../kernel/descriptors.js";
-import { invalidArgument, type FieldViolation } from "../kernel/errors/index.js";
+import type { FieldViolation } from "../kernel/errors/index.js";
 
 /**
  * A repo name is a registry repository path (OCI distribution spec): components of lowercase letters and
@@ -31,9 +31,6 @@ export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
-export function throwIfAny(violations: readonly FieldViolation[]): void {
-  if (violations.length > 0) throw invalidArgument([...violations]);
-}
 
 /** Which fields to check: all of them (create) or the paths an update changed. */
 type Only = readonly string[] | undefined;

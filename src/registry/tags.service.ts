@@ -17,7 +17,7 @@ import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ListTagsResponseSchema, TagSchema, TagsService, type ListTagsRequest } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { TagKind } from "../db/schema/index.js";
 import { accessOf } from "../kernel/auth/index.js";
-import { invalidArgument, isMissingReference, notFound, type FieldViolation } from "../kernel/errors/index.js";
+import { isMissingReference, notFound, throwIfAny, type FieldViolation } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { REPO_TYPE } from "./repos.store.js";
@@ -33,9 +33,6 @@ export const tagList = defineListSpec({
 });
 
 
-function throwIfAny(violations: readonly FieldViolation[]): void {
-  if (violations.length > 0) throw invalidArgument([...violations]);
-}
 
 /** The tag kinds a ListTags request lists: regular tags always, the others when asked. */
 export function kindsOf(req: Pick<ListTagsRequest, "includeReferrers" | "includeDates" | "includeEpochs">): number[] {

@@ -98,6 +98,7 @@ export async function createKeyStore(db: Db): Promise<KeyStore> {
         await tx.update(signingKeys).set({ retireTime: sql`now()` }).where(isNull(signingKeys.retireTime));
         return generate(tx as unknown as Db);
       });
+      await pruneRetiredKeys(db);
       await reload();
       return kid;
     },

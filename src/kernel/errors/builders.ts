@@ -48,6 +48,11 @@ export function invalidArgument(violations: FieldViolation | FieldViolation[], r
   ]);
 }
 
+/** Throws INVALID_ARGUMENT carrying every violation found, when there is at least one. */
+export function throwIfAny(violations: readonly FieldViolation[]): void {
+  if (violations.length > 0) throw invalidArgument([...violations]);
+}
+
 export function notFound(resourceType: string, resourceName: string, description?: string): ConnectError {
   return new ConnectError(description ?? `${resourceType} ${JSON.stringify(resourceName)} not found`, Code.NotFound, undefined, [
     errorInfo("NOT_FOUND"),
