@@ -8,10 +8,12 @@ import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists, isUniqueViolation } from "../kernel/errors/index.js";
 import {
   completePage,
-  countRows,
+  countExpression,
   keysetOrderBy,
   keysetPredicate,
+  readTotal,
   sortKeySelection,
+  totalSelection,
   type AnyPgDatabase,
   type ListPage,
   type ListPlan,
@@ -109,7 +111,7 @@ export interface BindingListFilters {
   scopes: readonly string[];
 }
 
-/** One keyset query with the joins for the page; the count (first page only) needs no join. */
+/** One keyset query with the joins for the page; its count (first page only, a subquery) needs no join. */
 export async function listBindings(db: AnyPgDatabase, plan: ListPlan, f: BindingListFilters): Promise<ListPage<HydratedBinding>> {
   const where = and(
     scopePredicate(roleBindings.groupUid, f.scopes),
@@ -118,8 +120,9 @@ export async function listBindings(db: AnyPgDatabase, plan: ListPlan, f: Binding
     f.group ? eq(roleBindings.groupUid, f.group) : undefined,
     f.role ? eq(roleBindings.roleUid, f.role) : undefined,
   );
+  const total = countExpression(roleBindings, where);
   const rows = await db
-    .select({ row: hydratedFields, keys: sortKeySelection(plan, bindingOrderColumns) })
+    .select({ row: hydratedFields, keys: sortKeySelection(plan, bindingOrderColumns), ...totalSelection(plan, total) })
     .from(roleBindings)
     .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
     .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
@@ -131,8 +134,9 @@ export async function listBindings(db: AnyPgDatabase, plan: ListPlan, f: Binding
   const fetched = rows.map((r) => ({
     row: r.row,
     keys: plan.order.map((_, i) => (r.keys as Record<string, string | null>)[`k${i}`] ?? null),
+    total: r.total,
   }));
-  return completePage(plan, fetched, () => countRows(db, roleBindings, where));
+  return completePage(plan, fetched, () => readTotal(db, total));
 }
 
 export async function findGroup(db: AnyPgDatabase, uid: string): Promise<{ uid: string } | undefined> {

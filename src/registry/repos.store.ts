@@ -10,10 +10,12 @@ import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists, isMissingReference, isUniqueViolation, notFound } from "../kernel/errors/index.js";
 import {
   completePage,
-  countRows,
+  countExpression,
   keysetOrderBy,
   keysetPredicate,
+  readTotal,
   sortKeySelection,
+  totalSelection,
   type ListPage,
   type ListPlan,
 } from "../kernel/list/index.js";
@@ -145,15 +147,16 @@ export function createRepoStore(db: Db) {
         uidpPredicate(filter.uidp, { uid: repos.uid, parent: repos.groupUid }),
         filter.name ? eq(repos.name, filter.name) : undefined,
       );
+      const total = countExpression(repos, where);
       const rows = await db
-        .select({ row: repoColumns, keys: sortKeySelection(plan, repoOrderColumns) })
+        .select({ row: repoColumns, keys: sortKeySelection(plan, repoOrderColumns), ...totalSelection(plan, total) })
         .from(repos)
         .where(and(where, keysetPredicate(plan, repoOrderColumns)))
         .orderBy(...keysetOrderBy(plan, repoOrderColumns))
         .limit(plan.limit + 1)
         .offset(plan.skip);
-      const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null) }));
-      return completePage(plan, fetched, () => countRows(db, repos, where));
+      const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
+      return completePage(plan, fetched, () => readTotal(db, total));
     },
 
     /** The repo's readme, or NOT_FOUND. */

@@ -7,7 +7,7 @@
 // name, digest or updated_since filter) is the sum of the maintained per-(repo, kind) counters in tag_counts:
 // a primary-key read, whatever the repo's size. Any other filter counts once, on the first page, and the
 // kernel carries that total in the page token.
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import type { Db } from "../db/client.js";
 import { tagCounts, tags } from "../db/schema/index.js";
@@ -65,13 +65,10 @@ export async function deleteTag(db: Db, uid: string): Promise<void> {
   if (deleted.length === 0) throw notFound(TAG_TYPE, uid);
 }
 
-/** The number of tags of these kinds in the repo, from the maintained counters. */
-export async function countTags(db: Db, repoUid: string, kinds: readonly number[]): Promise<bigint> {
-  const [row] = await db
-    .select({ n: sql<string>`coalesce(sum(${tagCounts.count}), 0)::text` })
-    .from(tagCounts)
-    .where(and(eq(tagCounts.repoUid, repoUid), inArray(tagCounts.kind, [...kinds])));
-  return BigInt(row?.n ?? 0);
+/** The number of tags of these kinds in the repo, from the maintained counters (a scalar subquery). */
+export function tagCountExpression(repoUid: string, kinds: readonly number[]): SQL {
+  const kind = kinds.length === 1 ? eq(tagCounts.kind, kinds[0]!) : inArray(tagCounts.kind, [...kinds]);
+  return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where ${and(eq(tagCounts.repoUid, repoUid), kind)})`;
 }
 
 /** A page of tags within the caller's scopes, filtered. */
@@ -86,9 +83,6 @@ export async function listTags(db: Db, plan: ListPlan, filter: TagListFilter): P
     filter.updatedSince ? sql`${tags.updateTime} >= ${filter.updatedSince}::timestamptz` : undefined,
   );
   const repo = countedRepo(filter);
-  const count =
-    repo === undefined
-      ? undefined
-      : async () => (filter.scopes.some((s) => isWithin(repo, s)) ? countTags(db, repo, kinds) : 0n);
-  return listPage(db, { table: tags, where, orderColumns: tagOrderColumns, plan, ...(count ? { count } : {}) });
+  const total = repo === undefined ? undefined : filter.scopes.some((s) => isWithin(repo, s)) ? tagCountExpression(repo, kinds) : sql`0`;
+  return listPage(db, { table: tags, where, orderColumns: tagOrderColumns, plan, ...(total ? { total } : {}) });
 }

@@ -16,6 +16,7 @@
 //
 // Totals: counted once on the first page (or not at all when the first page is the whole result), then
 // carried in the signed token: a snapshot of the first page's moment, not re-counted while the walk lasts.
+// The count rides in the page's own statement (a scalar subquery), so a first page is one round trip.
 export { canonicalJson, digestOf } from "./canonical.js";
 export {
   MAX_ORDER_TERMS,
@@ -39,12 +40,14 @@ export {
 } from "./plan.js";
 export {
   completePage,
-  countRows,
+  countExpression,
   keysetOrderBy,
   keysetPredicate,
   listPage,
   pageFields,
+  readTotal,
   sortKeySelection,
+  totalSelection,
   type AnyPgDatabase,
   type KeyedRow,
   type ListPage,

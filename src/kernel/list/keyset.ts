@@ -12,7 +12,10 @@
 //   which both drivers use.
 // - `skip` is an OFFSET applied after the keyset position (explicitly requested by the client).
 // - The total is counted once, on the first page, and carried in the token; a first page that is also the
-//   last one needs no count at all (skip + rows). A store can supply a cheaper counter (a maintained count).
+//   last one needs no count at all (skip + rows). The count is a scalar subquery of the page's own
+//   statement (one round trip, evaluated once by PostgreSQL as an InitPlan); only a page that comes back
+//   empty and still needs a total counts in a statement of its own. A store can supply a cheaper total
+//   expression (a read of maintained counters).
 import { and, Column, getTableColumns, is, or, sql, type SQL } from "drizzle-orm";
 import type { AnyPgColumn, PgDatabase, PgQueryResultHKT, PgTable } from "drizzle-orm/pg-core";
 import type { ListPlan } from "./plan.js";
@@ -39,6 +42,8 @@ export interface ListPage<Row> {
 export interface KeyedRow<Row> {
   row: Row;
   keys: (string | null)[];
+  /** The total, when the page's statement selected it (see totalSelection); the same on every row. */
+  total?: string | null;
 }
 
 function columnsOf(order: readonly OrderTerm[], columns: OrderColumns): OrderColumn[] {
@@ -105,16 +110,27 @@ export function sortKeySelection(plan: Pick<ListPlan, "order">, columns: OrderCo
 }
 
 /**
+ * The selection of the total for a page's statement, `{ total: (<expression>)::text AS "list_total" }`, when
+ * the plan needs one (no total carried in its token); otherwise nothing is selected.
+ */
+export function totalSelection(plan: Pick<ListPlan, "total">, total: SQL): { total?: SQL.Aliased<string | null> } {
+  return plan.total === undefined ? { total: sql<string | null>`(${total})::text`.as("list_total") } : {};
+}
+
+/**
  * Turns the limit + 1 rows fetched for a plan into a page: trims the extra row, mints the next token from
  * the last row kept, and takes the total from the token, from the page itself when it is the whole result,
- * or from `count` (called at most once, and only when there is no carried total).
+ * from the rows' selected total (totalSelection), or from `count` (called at most once, and only when
+ * there is no carried or selected total).
  */
 export async function completePage<Row>(plan: ListPlan, fetched: readonly KeyedRow<Row>[], count: () => Promise<bigint | number>): Promise<ListPage<Row>> {
   const hasMore = fetched.length > plan.limit;
   const kept = hasMore ? fetched.slice(0, plan.limit) : fetched;
   let total = plan.total;
   if (total === undefined) {
+    const selected = fetched[0]?.total;
     if (!plan.cursor && !hasMore && (kept.length > 0 || plan.skip === 0)) total = BigInt(plan.skip + kept.length);
+    else if (selected !== undefined && selected !== null) total = BigInt(selected);
     else total = BigInt(await count());
   }
   const last = kept[kept.length - 1];
@@ -129,30 +145,41 @@ export interface ListPageOptions<T extends PgTable> {
   /** The allow-list keys mapped to columns; must include uid. */
   orderColumns: OrderColumns;
   plan: ListPlan;
-  /** A cheaper counter (for example a maintained count); default `select count(*) ... where <where>`. */
-  count?: () => Promise<bigint | number>;
+  /**
+   * The total of the filtered rows as one scalar SQL expression, for example a read of maintained counters.
+   * Default: `(select count(*) from <table> where <where>)`. Read in the page's own statement, and only
+   * when the page needs a total.
+   */
+  total?: SQL;
 }
 
-/** Runs a plan against one table: one keyset query for the page, and a count only when one is needed. */
+/**
+ * Runs a plan against one table in one statement: the keyset page, and the total when the page needs one.
+ * A page that needs a total but comes back empty (past the end) counts in a second statement.
+ */
 export async function listPage<T extends PgTable>(db: AnyPgDatabase, options: ListPageOptions<T>): Promise<ListPage<T["$inferSelect"]>> {
   const { table, plan, orderColumns } = options;
-  const keySelection = sortKeySelection(plan, orderColumns);
+  const total = options.total ?? countExpression(table, options.where);
   const query = db
-    .select({ row: getTableColumns(table), keys: keySelection })
+    .select({ row: getTableColumns(table), keys: sortKeySelection(plan, orderColumns), ...totalSelection(plan, total) })
     .from(table as PgTable)
     .where(and(options.where, keysetPredicate(plan, orderColumns)))
     .orderBy(...keysetOrderBy(plan, orderColumns))
     .limit(plan.limit + 1)
     .offset(plan.skip);
-  const result = (await query) as { row: T["$inferSelect"]; keys: Record<string, string | null> }[];
-  const fetched = result.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null) }));
-  const count = options.count ?? (() => countRows(db, table, options.where));
-  return completePage(plan, fetched, count);
+  const result = (await query) as { row: T["$inferSelect"]; keys: Record<string, string | null>; total?: string | null }[];
+  const fetched = result.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
+  return completePage(plan, fetched, () => readTotal(db, total));
 }
 
-/** `select count(*) from <table> where <where>`. */
-export async function countRows(db: AnyPgDatabase, table: PgTable, where: SQL | undefined): Promise<bigint> {
-  const [row] = await db.select({ n: sql<string>`count(*)::text` }).from(table).where(where);
+/** `(select count(*) from <table> where <where>)`: uncorrelated, so PostgreSQL evaluates it once per statement. */
+export function countExpression(table: PgTable, where: SQL | undefined): SQL {
+  return where ? sql`(select count(*) from ${table} where ${where})` : sql`(select count(*) from ${table})`;
+}
+
+/** Reads a total expression in a statement of its own. */
+export async function readTotal(db: AnyPgDatabase, total: SQL): Promise<bigint> {
+  const [row] = await db.select({ n: sql<string>`(${total})::text` }).from(sql`(select 1) as list_one`);
   return BigInt(row?.n ?? 0);
 }
 
