@@ -73,6 +73,7 @@ async function main(): Promise<void> {
     log.info("stopping", { signal });
     app.drain();
     await listener.close();
+    await app.close();
     await database.close();
     process.exit(0);
   };

@@ -13,6 +13,12 @@ export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 export interface Database {
   db: Db;
   kind: "postgres" | "pglite";
+  /**
+   * Subscribes to a notification channel (LISTEN). `onReady` runs each time the subscription is established,
+   * the first time and after a lost connection is re-established: notifications sent while it was down are
+   * lost, so a listener keeping derived state should discard it then. Resolves with an unsubscribe function.
+   */
+  listen(channel: string, onNotify: (payload: string) => void, onReady: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -35,7 +41,16 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
 
   const client = postgres(url, { max: opts.max ?? 10, onnotice: () => {} });
   const db = drizzle(client, { schema }) as unknown as Db;
-  return { db, kind: "postgres", close: () => client.end({ timeout: 5 }) };
+  return {
+    db,
+    kind: "postgres",
+    // postgres.js listens on a connection of its own and re-listens (calling onReady again) after a reconnect.
+    async listen(channel, onNotify, onReady) {
+      const { unlisten } = await client.listen(channel, onNotify, onReady);
+      return unlisten;
+    },
+    close: () => client.end({ timeout: 5 }),
+  };
 }
 
 /** Opens an embedded PGlite database in `dataDir` (or in memory when dataDir is "memory://"). */
@@ -47,7 +62,17 @@ export async function openPglite(dataDir: string): Promise<Database> {
   const client = await PGlite.create(dataDir);
   const db = drizzle(client, { schema });
   await migrate(db, { migrationsFolder });
-  return { db: db as unknown as Db, kind: "pglite", close: () => client.close() };
+  return {
+    db: db as unknown as Db,
+    kind: "pglite",
+    // In-process: the subscription cannot be lost.
+    async listen(channel, onNotify, onReady) {
+      const unlisten = await client.listen(channel, onNotify);
+      onReady();
+      return unlisten;
+    },
+    close: () => client.close(),
+  };
 }
 
 export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string }): Promise<Database> {

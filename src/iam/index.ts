@@ -1,4 +1,7 @@
 // The IAM domain's services.
+import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { groupsBindings } from "./groups.service.js";
 import { identitiesBindings } from "./identities.service.js";
@@ -8,3 +11,9 @@ import { rolesBindings } from "./roles.service.js";
 export function iamBindings(deps: DomainDeps): ServiceBinding[] {
   return [...groupsBindings(deps), ...identitiesBindings(deps), ...rolesBindings(deps), ...roleBindingsBindings(deps)];
 }
+
+/**
+ * The services whose writes can change what a caller is granted (an identity's home group or existence, a
+ * role's capabilities, role bindings): after each, the server forgets the grants it remembered.
+ */
+export const grantServiceNames: readonly string[] = [IdentitiesService.typeName, RolesService.typeName, RoleBindingsService.typeName];

@@ -9,7 +9,8 @@ import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { allFiles, apiMethods, apiServices, registry } from "../kernel/descriptors.js";
 import { createErrorBoundary } from "../kernel/errors/index.js";
-import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
+import { createAuthenticator, createAuthInterceptor, createIdentityLoader, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
+import { createGrantsCache } from "../kernel/auth/grants-cache.js";
 import { createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
 import { log } from "../kernel/log.js";
@@ -17,7 +18,7 @@ import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
 import type { DomainDeps, ServiceBinding } from "./bindings.js";
-import { iamBindings } from "../iam/index.js";
+import { grantServiceNames, iamBindings } from "../iam/index.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
 import { createHealth } from "./health.js";
@@ -48,6 +49,8 @@ export interface App {
   handler: RequestHandler;
   /** Marks the service NOT_SERVING for health checks (first step of a graceful stop). */
   drain(): void;
+  /** Stops what the app runs besides requests (the grants subscription); the database stays open. */
+  close(): Promise<void>;
 }
 
 /**
@@ -74,18 +77,22 @@ export function createApp(deps: AppDeps): App {
   const external =
     deps.external ??
     createExternalVerifier({ db: deps.database.db, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
+  const grants = createGrantsCache({ load: createIdentityLoader(deps.database.db), subscribe: deps.database.listen });
   const authenticator = createAuthenticator({
     db: deps.database.db,
     keys: deps.keys,
     issuer: deps.issuerUrl,
     audience: deps.issuerUrl,
     external,
+    grants: grants.get,
   });
   const interceptors: Interceptor[] = [
     createErrorBoundary(deps.serviceDomain),
     createAuthInterceptor({
       authenticator,
       openServices: [HealthService.typeName, ...reflectionServiceNames],
+      grantServices: grantServiceNames,
+      grantsChanged: grants.clear,
     }),
   ];
   const router = createConnectRouter({
@@ -145,5 +152,5 @@ export function createApp(deps: AppDeps): App {
     gateway.handle(req, res).catch((err: unknown) => log.error("gateway failed", { path, err }));
   };
 
-  return { handler, drain: () => health.shutdown() };
+  return { handler, drain: () => health.shutdown(), close: () => grants.close() };
 }

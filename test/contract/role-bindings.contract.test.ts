@@ -2,6 +2,7 @@
 // ALREADY_EXISTS, atomic batches of at most 25, get/update/delete (a deleted binding's access ends with the
 // next request), and list visibility with totals that count only what the caller sees.
 import { Code } from "@connectrpc/connect";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
@@ -72,7 +73,7 @@ beforeAll(async () => {
   const { db } = server.database;
 
   const people = [
-    ...Array.from({ length: 80 }, (_, i) => person(`pool ${i}`)),
+    ...Array.from({ length: 90 }, (_, i) => person(`pool ${i}`)),
     ...Array.from({ length: 10 }, (_, i) => person(`child ${i}`, world.other)),
   ];
   const admin = person("team admin");
@@ -565,6 +566,39 @@ runContractCases("RoleBindingsService.DeleteRoleBinding", () => server.baseUrl, 
     error: { code: Code.NotFound, details: [{ schema: ResourceInfoSchema, value: { resourceType: RoleBindingSchema.typeName } }] },
   }),
 ]);
+
+/** Retries `probe` until it holds (changes made outside this server reach it by database notification). */
+async function eventually(probe: () => Promise<boolean>, timeoutMs = 5000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await probe()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe.each(protocols)("grants changed in the database by someone else (another replica, an operator) reach this server [%s]", (protocol) => {
+  it("a binding deleted in SQL ends the access; a role's capabilities changed in SQL take effect", async () => {
+    const { db } = server.database;
+    const identity = fresh();
+    const token = { authorization: `Bearer ${await server.token(identity)}` };
+    const readRole = () => call(protocol, server.baseUrl, RolesService.method.getRole, { uid: uid.orgReader! }, token);
+    const bindingUid = newChildUid(world.org);
+    await db.insert(roleBindings).values({ uid: bindingUid, groupUid: world.org, identityUid: identity, roleUid: uid.orgReader! });
+    expect(await eventually(async () => (await readRole()).message?.name === "org-reader")).toBe(true);
+    expect((await readRole()).message?.name).toBe("org-reader"); // and again: now possibly remembered
+
+    await db.delete(roleBindings).where(eq(roleBindings.uid, bindingUid));
+    expect(await eventually(async () => (await readRole()).error?.code === Code.PermissionDenied)).toBe(true);
+
+    const roleUid = newChildUid(world.org);
+    await db.insert(roles).values({ uid: roleUid, parentUid: world.org, name: `sql-${roleUid.slice(-6)}`, capabilities: [C.CAP_IAM_ROLES_LIST] });
+    await db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: identity, roleUid });
+    expect(await eventually(async () => (await readRole()).message?.name === "org-reader")).toBe(true);
+    await db.update(roles).set({ capabilities: [C.CAP_REPO_LIST] }).where(eq(roles.uid, roleUid));
+    expect(await eventually(async () => (await readRole()).error?.code === Code.PermissionDenied)).toBe(true);
+  });
+});
 
 describe.each(protocols)("RoleBindingsService: a deleted binding's access ends at once [%s]", (protocol) => {
   it("the identity's very next request, with the same token, no longer has the role's capabilities", async () => {

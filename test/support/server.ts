@@ -60,6 +60,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     async close() {
       app.drain();
       await listener.close(1000);
+      await app.close();
       await database.dispose();
     },
   };

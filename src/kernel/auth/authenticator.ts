@@ -9,7 +9,7 @@ import { unauthenticated } from "../errors/index.js";
 import { log } from "../log.js";
 import type { KeyStore } from "./keys.js";
 import type { Principal } from "./principal.js";
-import { createIdentityLoader, type Binding } from "./access.js";
+import { createIdentityLoader, type Binding, type IdentityGrants } from "./access.js";
 import { verifyOwnToken } from "./tokens.js";
 
 /** Tokens larger than this are refused before any parsing. */
@@ -25,7 +25,7 @@ export interface ExternalVerifier {
   verify(token: string, issuer: string): Promise<{ identityUid: string; issuer: string; subject: string }>;
 }
 
-/** The caller and its role bindings, read fresh for this request. */
+/** The caller and its role bindings (read for this request, or remembered: see grants-cache.ts). */
 export interface Authenticated {
   principal: Principal;
   bindings: Binding[];
@@ -46,6 +46,8 @@ export interface AuthenticatorOptions {
   /** The audience this server's access tokens carry. */
   audience: string;
   external?: ExternalVerifier;
+  /** Where an identity's grants come from (a GrantsCache's get); default: read on every request. */
+  grants?: (identityUid: string) => Promise<IdentityGrants | undefined>;
 }
 
 const invalid = (why: string, reason = "TOKEN_INVALID") => unauthenticated(`Invalid bearer token: ${why}`, reason);
@@ -74,7 +76,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       .catch((err: unknown) => log.warn("could not record lastSeenTime", { identity: uid, err }));
   };
 
-  const loadIdentity = createIdentityLoader(db);
+  const loadIdentity = opts.grants ?? createIdentityLoader(db);
   const grantsOf = async (uid: string) => {
     const grants = await loadIdentity(uid);
     if (!grants) throw invalid("the identity it names does not exist");
@@ -82,7 +84,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
   };
 
   // token -> what its verification established, until the token's expiry. Only this server's own tokens:
-  // they are fully checked once; the identity and its bindings are still read on every request.
+  // they are fully checked once; the identity and its bindings are looked up on every request.
   const verified = new Map<string, { claims: Omit<Principal, "homeGroup">; exp: number }>();
   const remember = (token: string, claims: Omit<Principal, "homeGroup">, exp: number) => {
     if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
@@ -115,6 +117,8 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
   return {
     async authenticate(token) {
       if (token.length > MAX_TOKEN_BYTES) throw invalid("too large");
+      const known = verified.get(token);
+      if (known) return withGrants(await verifyOwn(token, known.claims.issuer));
       let iss: string | undefined;
       try {
         iss = decodeJwt(token).iss;
@@ -138,10 +142,14 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
         }
         claims = { identityUid: found.identityUid, issuer: found.issuer, subject: found.subject };
       }
-      const { homeGroup, bindings } = await grantsOf(claims.identityUid);
-      const principal: Principal = { ...claims, homeGroup };
-      touch(principal.identityUid);
-      return { principal, bindings };
+      return withGrants(claims);
     },
   };
+
+  async function withGrants(claims: Omit<Principal, "homeGroup">): Promise<Authenticated> {
+    const { homeGroup, bindings } = await grantsOf(claims.identityUid);
+    const principal: Principal = { ...claims, homeGroup };
+    touch(principal.identityUid);
+    return { principal, bindings };
+  }
 }

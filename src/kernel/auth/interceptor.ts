@@ -6,9 +6,11 @@
 // Authorization runs before the handler reads anything, so a caller without the capability gets
 // PERMISSION_DENIED whether or not the resource exists.
 import type { DescField, DescMethod } from "@bufbuild/protobuf";
-import type { Interceptor } from "@connectrpc/connect";
+import type { Interceptor, StreamRequest, UnaryRequest } from "@connectrpc/connect";
+
+type UnaryOrStreamRequest = UnaryRequest | StreamRequest;
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
-import { authRuleOf, scopePathOf } from "../descriptors.js";
+import { authRuleOf, httpRuleOf, scopePathOf } from "../descriptors.js";
 import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
 import { createAccess } from "./access.js";
@@ -58,6 +60,18 @@ export interface AuthInterceptorOptions {
    * method without an auth rule is refused.
    */
   openServices?: readonly string[];
+  /**
+   * Services whose writing methods (any HTTP binding but GET) can change what callers are granted; after
+   * each such call, successful or not, `grantsChanged` runs before the response is sent.
+   */
+  grantServices?: readonly string[];
+  grantsChanged?: () => void;
+}
+
+/** True for a method whose HTTP binding reads (GET), or that has none. */
+function isRead(method: DescMethod): boolean {
+  const pattern = httpRuleOf(method)?.pattern;
+  return pattern === undefined || pattern.case === "get";
 }
 
 export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor {
@@ -68,10 +82,13 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
     if (!r) rules.set(m, (r = open.has(m.parent.typeName) ? { kind: "disabled" } : ruleOf(m)));
     return r;
   };
+  const grantServices = new Set(opts.grantServices ?? []);
+  const changesGrants = (m: DescMethod) => grantServices.has(m.parent.typeName) && !isRead(m);
 
-  return (next) => async (req) => {
+  /** Authenticates the caller, keeps its access for the handler, and checks a scoped method's capabilities. */
+  const authorize = async (req: UnaryOrStreamRequest) => {
     const rule = cachedRuleOf(req.method);
-    if (rule.kind === "disabled") return next(req);
+    if (rule.kind === "disabled") return;
     const token = bearerToken(req.header);
     if (!token) throw unauthenticated("This method needs an Authorization: Bearer <token> header", "TOKEN_MISSING");
     const { principal, bindings } = await opts.authenticator.authenticate(token);
@@ -80,6 +97,15 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
     if (rule.kind === "scoped" && !req.stream) {
       await access.require(scopeOf(req.message, rule.scopePath), rule.capabilities);
     }
-    return next(req);
+  };
+
+  return (next) => async (req) => {
+    await authorize(req);
+    if (!opts.grantsChanged || !changesGrants(req.method)) return next(req);
+    try {
+      return await next(req);
+    } finally {
+      opts.grantsChanged();
+    }
   };
 }
