@@ -12,27 +12,36 @@
 //   - ListTags (order_by uid, page_size 50, with total_count) at page 1 (gRPC and REST) and at page 10,000
 //     (gRPC); the page-10,000 token is made with the kernel's own encoder (src/kernel/list/page-token.ts)
 //     for the keyset position of row 499,950, bound to the same query and scope as the token the server
-//     issued for page 1. Beside: the raw keyset query
-//     `select * from tags where repo_uid = $1 and kind = 0 and uid > $2 order by uid limit 51`.
+//     issued for page 1. Beside: the same page read by raw keyset SQL,
+//     `select * from tags where repo_uid = $1 and kind = 0 and uid > $2 order by uid limit 51`, on page 1
+//     with the total read from tag_counts in the same statement (as the server reads it; later pages carry
+//     the total in the token). Each with 16 clients (throughput) and with 1 client (the cost of one page).
 //   - ListTags with skip=10000, beside raw `... order by uid limit 51 offset 10000`.
-//   - GetRepo and GetTag over gRPC and REST, beside the bare node:http server and a raw point select.
+//   - GetRepo and GetTag over gRPC and REST, beside the bare node:http server and a raw point select; gRPC
+//     Ping (no database, no credentials) as the framework's own ceiling.
+//   - The cost of the parts of a page, in this process (CPU time per page, 16 in flight): the raw read, the
+//     store's read through Drizzle, the rows mapped to messages, the response encoded by protobuf-es.
 import { randomBytes } from "node:crypto";
 import { loadavg } from "node:os";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import postgres from "postgres";
 import { RelationshipType } from "../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { GetTagRequestSchema, ListTagsRequestSchema, TagsService } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { GetTagRequestSchema, ListTagsRequestSchema, ListTagsResponseSchema, TagsService } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { openPostgres } from "../src/db/client.js";
 import { groups, identities, repos, roleBindings } from "../src/db/schema/index.js";
 import { ensureSecret } from "../src/db/secrets.js";
 import { ensureManagedRoles, managedRole } from "../src/iam/managed-roles.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
-import { decodePageToken, encodePageToken } from "../src/kernel/list/index.js";
+import { decodePageToken, encodePageToken, pageFields, parseListRequest } from "../src/kernel/list/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
-import { grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
+import { toTag } from "../src/registry/tags.mapper.js";
+import { listTags } from "../src/registry/tags.queries.js";
+import { kindsOf, tagList } from "../src/registry/tags.service.js";
+import { grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
 import { startApiServer, startBareServer } from "./processes.js";
 
 const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -40,6 +49,7 @@ const ISSUER = "https://bench.registry.invalid";
 const LIST_TAGS = "/chainguard.platform.registry.v2.TagsService/ListTags";
 const GET_TAG = "/chainguard.platform.registry.v2.TagsService/GetTag";
 const GET_REPO = "/chainguard.platform.registry.v2.ReposService/GetRepo";
+const PING = "/chainguard.platform.ping.v2.PingService/Ping";
 const PAGE = 50;
 
 export interface RegistryBenchOptions {
@@ -135,6 +145,18 @@ interface Row {
   versus?: string;
 }
 
+/** CPU time per call of `f` in this process, `inFlight` calls at a time (after a warm-up), in microseconds. */
+async function cpuPerCall(f: () => unknown, calls: number, inFlight = 16): Promise<number> {
+  const loop = async (n: number) => {
+    for (let i = 0; i < n; i++) await f();
+  };
+  await Promise.all(Array.from({ length: inFlight }, () => loop(Math.ceil(calls / inFlight / 5))));
+  const before = process.cpuUsage();
+  await Promise.all(Array.from({ length: inFlight }, () => loop(Math.ceil(calls / inFlight))));
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / (inFlight * Math.ceil(calls / inFlight));
+}
+
 function printTable(rows: Row[]): string {
   const byName = new Map(rows.map((r) => [r.name, r.result]));
   const cells = rows.map((r) => {
@@ -169,7 +191,7 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
 
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
-    const database = await openPostgres(scratchUrl, { max: 2 });
+    const database = await openPostgres(scratchUrl, { max: 10 });
     cleanups.push(() => database.close());
     // The raw-SQL baselines get a pool as large as the API server's own (10 connections).
     const sqlc = postgres(scratchUrl, { max: 10, onnotice: () => {} });
@@ -224,7 +246,7 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
       say(`  measured ${name}: ${result.rps.toFixed(0)} req/s${result.errors ? `, ${result.errors} errors` : ""}`);
     };
 
-    const rawPage1 = "raw SQL keyset page 1";
+    const rawPage1 = "raw SQL keyset page 1 + total";
     const rawDeep = `raw SQL keyset page ${pageNumber}`;
     const rawOffset = "raw SQL offset 10000";
     const rawRepo = "raw SQL point select repo";
@@ -232,25 +254,62 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
     const bareName = "bare node:http";
     const tagUid = midNext;
 
-    await run(rawPage1, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${""} order by uid limit ${PAGE + 1}`, PAGE + 1));
-    await run(`ListTags page 1 (gRPC)`, grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth), rawPage1);
-    await run(
-      "ListTags page 1 (REST)",
-      http1Sender(api.port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`, undefined, auth),
-      rawPage1,
-    );
-    await run(rawDeep, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${midUid} order by uid limit ${PAGE + 1}`, PAGE + 1));
-    await run(`ListTags page ${pageNumber} (gRPC)`, grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, pageToken: deepToken }, auth), rawDeep);
+    // The same page as raw SQL: page 1 with its total from the maintained counters, in one statement (as the
+    // server reads it); later pages carry the total in their token.
+    const rawPage1Query = () =>
+      sqlc`select *, (select coalesce(sum(count), 0) from tag_counts where repo_uid = ${repoUid} and kind = 0)::text as total
+           from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${""} order by uid limit ${PAGE + 1}`;
+    const rawDeepQuery = () => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${midUid} order by uid limit ${PAGE + 1}`;
+    const restPage1 = `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`;
+    const page1Grpc = () => grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth);
+    const deepGrpc = () => grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, pageToken: deepToken }, auth);
+
+    await run(rawPage1, sqlSender(rawPage1Query, PAGE + 1));
+    await run(`ListTags page 1 (gRPC)`, page1Grpc(), rawPage1);
+    await run("ListTags page 1 (REST)", http1Sender(api.port, "GET", restPage1, undefined, auth), rawPage1);
+    await run(rawDeep, sqlSender(rawDeepQuery, PAGE + 1));
+    await run(`ListTags page ${pageNumber} (gRPC)`, deepGrpc(), rawDeep);
     await run(rawOffset, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 order by uid limit ${PAGE + 1} offset 10000`, PAGE + 1));
     await run("ListTags skip=10000 (gRPC)", grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, skip: 10_000 }, auth), rawOffset);
 
+    // One client: the time one page takes, with nothing queued in front of it.
+    const one = { ...load, concurrency: 1 };
+    const runOne = async (name: string, send: () => Send, versus?: string) => {
+      const result = await measure(name, send, one);
+      rows.push({ name, result, ...(versus ? { versus } : {}) });
+      say(`  measured ${name}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms`);
+    };
+    const rawPage1One = `${rawPage1}, 1 client`;
+    const rawDeepOne = `${rawDeep}, 1 client`;
+    await runOne(rawPage1One, sqlSender(rawPage1Query, PAGE + 1));
+    await runOne("ListTags page 1 (gRPC), 1 client", page1Grpc(), rawPage1One);
+    await runOne("ListTags page 1 (REST), 1 client", http1Sender(api.port, "GET", restPage1, undefined, auth), rawPage1One);
+    await runOne(rawDeepOne, sqlSender(rawDeepQuery, PAGE + 1));
+    await runOne(`ListTags page ${pageNumber} (gRPC), 1 client`, deepGrpc(), rawDeepOne);
+
     await run(bareName, http1Sender(bare.http1, "GET", "/ping/v2/ping"));
+    await run("Ping (gRPC): no database, no credentials", grpcSender(api.port, PING), bareName);
     await run(rawRepo, sqlSender(() => sqlc`select * from repos where uid = ${repoUid}`, 1));
     await run("GetRepo (gRPC)", grpcMessageSender(api.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo);
     await run("GetRepo (REST)", http1Sender(api.port, "GET", `/registry/v2/repos/${repoUid}`, undefined, auth), rawRepo);
     await run(rawTag, sqlSender(() => sqlc`select * from tags where uid = ${tagUid}`, 1));
     await run("GetTag (gRPC)", grpcMessageSender(api.port, GET_TAG, GetTagRequestSchema, { uid: tagUid }, auth), rawTag);
     await run("GetTag (REST)", http1Sender(api.port, "GET", `/registry/v2/tags/${tagUid}`, undefined, auth), rawTag);
+
+    // The parts of a page-1 ListTags, each alone in this process (the server is idle meanwhile).
+    say("  measuring the parts of a page");
+    const listReq = create(ListTagsRequestSchema, listRequest);
+    const filter = { uidp: listReq.uidp, name: "", digest: "", updatedSince: undefined, kinds: kindsOf(listReq) };
+    const scopes = [seeded.org];
+    const storeRead = () => listTags(database.db, parseListRequest(listReq, tagList, { secret, filters: filter, scope: scopes }), { scopes, ...filter });
+    const page = await storeRead();
+    const response = create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });
+    const parts: [string, number][] = [
+      ["raw SQL read of the page and its total (postgres.js)", await cpuPerCall(rawPage1Query, 4000)],
+      ["the store's read (list kernel + Drizzle + postgres.js)", await cpuPerCall(storeRead, 4000)],
+      ["50 rows mapped to Tag messages", await cpuPerCall(() => create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) }), 4000)],
+      ["the response encoded (protobuf-es toBinary)", await cpuPerCall(() => toBinary(ListTagsResponseSchema, response), 4000)],
+    ];
 
     const get = (n: string) => rows.find((r) => r.name === n)!.result;
     const page1 = get("ListTags page 1 (gRPC)");
@@ -265,6 +324,8 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
     console.log("");
     console.log(printTable(rows));
     console.log(`\nListTags page ${pageNumber} / page 1: ${(deep.rps / page1.rps).toFixed(2)}x the throughput`);
+    console.log("\nCPU time per page-1 ListTags part, in the load generator's process, 16 in flight:");
+    for (const [name, micros] of parts) console.log(`  ${name.padEnd(58)} ${(micros / 1000).toFixed(2)} ms`);
     console.log(`x ${bareName} for GetRepo/GetTag: ${["GetRepo (gRPC)", "GetRepo (REST)", "GetTag (gRPC)", "GetTag (REST)"].map((n) => `${n} ${(get(n).rps / get(bareName).rps).toFixed(2)}`).join(", ")}`);
   } finally {
     for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));

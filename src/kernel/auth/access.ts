@@ -1,8 +1,8 @@
 // Capability resolution. A role binding (identity, role, group) grants the role's capabilities on the group
 // and everything beneath it. An identity created under a group is confined to that group's subtree: a
 // binding on an ancestor counts only from the identity's home group down. The identity and its bindings are
-// read together, once per request (one prepared, indexed query), and nothing is cached across requests, so
-// deleting a binding removes the access at once.
+// read together (one prepared, indexed query), and remembered between requests only until a grant changes
+// (grants-cache.ts).
 import { eq, sql } from "drizzle-orm";
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import type { Db } from "../../db/client.js";
