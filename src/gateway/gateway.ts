@@ -1,7 +1,7 @@
 // The REST gateway: REST/JSON requests transcoded into calls of the same Connect methods, driven by the
 // google.api.http rules of the descriptors. The route table is compiled once; a request is routed, turned
 // into the method's input message (body, then query, then path variables), and sent through the server's own
-// Connect router (in process, binary), so every interceptor runs for REST as for the other protocols.
+// Connect router (in process, Connect JSON), so every interceptor runs for REST as for the other protocols.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import {
@@ -19,9 +19,9 @@ import {
   type Registry,
 } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import { ConnectError } from "@connectrpc/connect";
-import { createUniversalHandlerClient, type UniversalHandler } from "@connectrpc/connect/protocol";
-import { createTransport } from "@connectrpc/connect/protocol-connect";
+import { ConnectError, createConnectRouter, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
 import { errorDomainOf, httpStatusOf, invalidArgument, statusJson, toPublicError } from "../kernel/errors/index.js";
 import { applyBody, BodyAbortedError, BodyTooLargeError, defaultMaxBodyBytes, deriveUpdateMask, parseJsonBody, readBody } from "./body.js";
@@ -32,8 +32,13 @@ import { createRouteTable } from "./router.js";
 import { parseTemplate, PathEncodingError, splitRequestPath } from "./template.js";
 
 export interface RestGatewayOptions {
-  /** router.handlers of the server's Connect router (so REST runs through the same interceptors). */
-  handlers: UniversalHandler[];
+  /**
+   * Registers the API services on the gateway's own Connect router: the same implementations the server
+   * serves, behind the same `interceptors`, so every rule holds for REST too. The gateway's router differs
+   * from the server's only in its JSON output, which emits default-valued fields as REST responses do.
+   */
+  register: (router: ConnectRouter) => void;
+  interceptors: Interceptor[];
   /** The methods to expose (apiMethods). Methods without an HTTP rule, or not unary, are skipped. */
   methods: readonly DescMethod[];
   /** For JSON (Any) and error details. */
@@ -90,7 +95,7 @@ interface ResponseLike {
   readonly headersSent: boolean;
   readonly writableEnded: boolean;
   setHeader(name: string, value: string): unknown;
-  end(data: string): unknown;
+  end(data: string | Uint8Array): unknown;
   once(event: "close", listener: () => void): unknown;
   off(event: "close", listener: () => void): unknown;
 }
@@ -127,20 +132,32 @@ function isProtocolHeader(name: string): boolean {
 export function createRestGateway(opts: RestGatewayOptions): RestGateway {
   const { registry, serviceDomain } = opts;
   const maxBodyBytes = opts.maxBodyBytes ?? defaultMaxBodyBytes;
-  const served = new Set(opts.handlers.map((h) => procedureOf(h.method)));
+  const router = createConnectRouter({ interceptors: opts.interceptors, jsonOptions: { registry, alwaysEmitImplicit: true } });
+  opts.register(router);
+  const served = new Set(router.handlers.map((h) => procedureOf(h.method)));
   const bindings = opts.methods.flatMap((m) => bindingsOf(m, served));
   const table = createRouteTable(bindings.map((b) => ({ verb: b.verb, template: b.template, target: b })));
-  const transport = createTransport({
-    httpClient: createUniversalHandlerClient(opts.handlers),
-    baseUrl: "http://rest-gateway.internal" + pathPrefixOf(opts.handlers),
-    useBinaryFormat: true,
-    interceptors: [],
-    acceptCompression: [],
-    sendCompression: null,
-    compressMinBytes: Number.MAX_SAFE_INTEGER,
-    readMaxBytes: Number.MAX_SAFE_INTEGER,
-    writeMaxBytes: Number.MAX_SAFE_INTEGER,
-  });
+  const handlerOf = new Map(router.handlers.map((h) => [procedureOf(h.method), h]));
+
+  /**
+   * Calls the method in-process with Connect's JSON codec: the request goes as a JSON value (no text to
+   * parse), and a successful answer's body is already the REST response body (no binary round trip).
+   * Resolves with the response headers and body; rejects with the method's error.
+   */
+  async function invoke(b: Binding, message: Message, req: IncomingMessage | Http2ServerRequest, signal: AbortSignal): Promise<{ header: Headers; body: Uint8Array }> {
+    const handler = handlerOf.get(procedureOf(b.method))!;
+    // The message was built from JSON and field names, so it has a JSON form (field mask paths included).
+    const body = toJson(b.method.input, message, { registry });
+    const header = forwardedHeaders(req.headers);
+    header.set("content-type", "application/json");
+    header.set("connect-protocol-version", "1");
+    const res = await handler({ httpVersion: "1.1", url: `http://rest-gateway.internal${handler.requestPath}`, method: "POST", header, body, signal });
+    const bytes = await readAll(res);
+    const [head, trailer] = trailerDemux(res.header ?? new Headers());
+    trailer.forEach((value, name) => head.append(name, value));
+    if (res.status === 200) return { header: head, body: bytes };
+    throw errorFromJsonBytes(bytes, head, new ConnectError(`HTTP ${res.status}`, codeFromHttpStatus(res.status)));
+  }
 
   /** Builds the input message: body, then query parameters, then path variables (which win). */
   async function buildRequest(b: Binding, vars: Map<string, string>, search: string, req: IncomingMessage | Http2ServerRequest): Promise<Message> {
@@ -168,11 +185,9 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       binding = result.route.target;
       if (!binding.served) return sendGatewayError(res, methodNotServed(procedureOf(binding.method)), binding.method);
       const message = await buildRequest(binding, result.variables, search, req);
-      const response = await transport.unary(binding.method, signal, undefined, forwardedHeaders(req.headers), message);
+      const response = await invoke(binding, message, req, signal);
       copyHeaders(res, response.header);
-      copyHeaders(res, response.trailer);
-      const json = toJson(binding.method.output, response.message, { alwaysEmitImplicit: true, registry });
-      send(res, 200, JSON.stringify(json));
+      send(res, 200, response.body);
     } catch (err) {
       // The client went away: there is no one to answer.
       if (err instanceof BodyAbortedError || signal.aborted) return;
@@ -227,12 +242,12 @@ function procedureOf(method: DescMethod): string {
   return `${method.parent.typeName}/${method.name}`;
 }
 
-/** The router's request path prefix (empty unless it was created with requestPathPrefix). */
-function pathPrefixOf(handlers: readonly UniversalHandler[]): string {
-  const h = handlers[0];
-  if (!h) return "";
-  const suffix = "/" + procedureOf(h.method);
-  return h.requestPath.endsWith(suffix) ? h.requestPath.slice(0, -suffix.length) : "";
+/** The whole body of a handler's response. */
+async function readAll(res: UniversalServerResponse): Promise<Uint8Array> {
+  if (!res.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of res.body) chunks.push(chunk);
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
 /** The bindings of a unary method with an HTTP rule: the rule and its additional bindings. */
@@ -384,7 +399,7 @@ function decodeDetails(err: ConnectError, registry: Registry): void {
   }
 }
 
-function send(res: ResponseLike, status: number, body: string): void {
+function send(res: ResponseLike, status: number, body: string | Uint8Array): void {
   if (res.headersSent || res.writableEnded) return;
   res.statusCode = status;
   res.setHeader("content-type", "application/json");

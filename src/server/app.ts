@@ -57,7 +57,7 @@ export interface App {
  * Every API service is registered, so every route of the contract exists; a method no domain implements
  * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol. Domains add their implementations here.
  */
-function registerServices(router: ConnectRouter, deps: AppDeps, external: ExternalVerifier): void {
+function serviceImplementations(deps: AppDeps, external: ExternalVerifier): Map<string, object> {
   const domain: DomainDeps = {
     db: deps.database.db,
     pageTokenSecret: deps.pageTokenSecret,
@@ -68,6 +68,10 @@ function registerServices(router: ConnectRouter, deps: AppDeps, external: Extern
   const bindings: ServiceBinding[] = [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...(deps.overrides ?? [])];
   const impls = new Map<string, object>();
   for (const { service, impl } of bindings) impls.set(service.typeName, impl);
+  return impls;
+}
+
+function registerServices(router: ConnectRouter, impls: ReadonlyMap<string, object>): void {
   for (const service of apiServices) {
     router.service(service, (impls.get(service.typeName) ?? {}) as never);
   }
@@ -100,7 +104,8 @@ export function createApp(deps: AppDeps): App {
     acceptCompression: [compressionGzip, compressionBrotli],
     jsonOptions: { registry },
   });
-  registerServices(router, deps, external);
+  const impls = serviceImplementations(deps, external);
+  registerServices(router, impls);
 
   const health = createHealth();
   health.register(router);
@@ -109,9 +114,9 @@ export function createApp(deps: AppDeps): App {
   const rpcByPath = new Map<string, UniversalHandler>(
     router.handlers.map((h) => [h.requestPath, withPublicErrors(h, deps.serviceDomain)]),
   );
-  const apiMethodNames = new Set(apiMethods.map((m) => `${m.parent.typeName}/${m.name}`));
   const gateway = createRestGateway({
-    handlers: router.handlers.filter((h) => apiMethodNames.has(`${h.service.typeName}/${h.method.name}`)),
+    register: (restRouter) => registerServices(restRouter, impls),
+    interceptors,
     methods: apiMethods,
     registry,
     serviceDomain: deps.serviceDomain,

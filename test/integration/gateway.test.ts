@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { createConnectRouter, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { createRestGateway, type RestGateway } from "../../src/gateway/index.js";
 import { apiMethods, registry } from "../../src/kernel/descriptors.js";
 import { createErrorBoundary, invalidArgument, notFound } from "../../src/kernel/errors/index.js";
@@ -82,9 +82,7 @@ let base: string;
 
 beforeAll(async () => {
   setLogLevel("silent");
-  const router = createConnectRouter({ interceptors: [createErrorBoundary("test.local"), recorder] });
-  routes(router);
-  gateway = createRestGateway({ handlers: router.handlers, methods: apiMethods, registry, serviceDomain: "test.local" });
+  gateway = createRestGateway({ register: routes, interceptors: [createErrorBoundary("test.local"), recorder], methods: apiMethods, registry, serviceDomain: "test.local" });
   server = createServer((req, res) => void gateway.handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -375,7 +373,7 @@ describe("interceptors", () => {
     expect(call.method).toBe("GetRepo");
     expect(call.headers.authorization).toBe("Bearer abc");
     expect(call.headers["x-custom"]).toBe("1");
-    expect(call.headers["content-type"]).toBe("application/proto");
+    expect(call.headers["content-type"]).toBe("application/json"); // the gateway calls in-process with Connect JSON
     expect(call.headers.host).toBeUndefined();
     expect(call.headers["grpc-timeout"]).toBeUndefined();
     expect(call.headers["connect-timeout-ms"]).toBeUndefined();
