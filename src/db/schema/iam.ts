@@ -112,6 +112,9 @@ export const roleBindings = pgTable(
     index("role_bindings_identity_idx").on(t.identityUid, t.groupUid),
     index("role_bindings_group_idx").on(t.groupUid, t.uid),
     index("role_bindings_role_idx").on(t.roleUid),
+    // ListRoleBindings orders by create_time or update_time (then uid): a page walks one of these in order.
+    index("role_bindings_create_time_idx").on(t.createTime, t.uid),
+    index("role_bindings_update_time_idx").on(t.updateTime, t.uid),
   ],
 );
 

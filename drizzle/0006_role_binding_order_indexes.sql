@@ -1,0 +1,2 @@
+CREATE INDEX "role_bindings_create_time_idx" ON "role_bindings" USING btree ("create_time","uid");--> statement-breakpoint
+CREATE INDEX "role_bindings_update_time_idx" ON "role_bindings" USING btree ("update_time","uid");
