@@ -47,6 +47,8 @@ function routes(router: ConnectRouter): void {
       if (req.uid.endsWith("/boom")) throw new Error("database password is hunter2");
       if (req.uid.endsWith("/bad")) throw invalidArgument({ field: "uid", description: "is not a repo uid" });
       ctx.responseHeader.set("x-echo", "repo");
+      ctx.responseTrailer.set("x-trailing", "after");
+      if (req.uid.endsWith("/late")) throw notFound("repo", req.uid);
       return { uid: req.uid, name: "r", createTime: timestampFromMs(Date.UTC(2024, 0, 2, 3, 4, 5)) };
     },
     listRepos(req) {
@@ -323,6 +325,7 @@ describe("responses", () => {
     expect(reply.status).toBe(200);
     expect(reply.headers.get("content-type")).toBe("application/json");
     expect(reply.headers.get("x-echo")).toBe("repo");
+    expect(reply.headers.get("x-trailing")).toBe("after"); // trailers become headers: REST has no trailers
     expect(reply.json).toEqual({
       uid: "O/R",
       name: "r",
@@ -351,6 +354,12 @@ describe("responses", () => {
     expect(detail(missing.json, "google.rpc.ResourceInfo")).toMatchObject({ resourceType: "repo", resourceName: "O/missing" });
 
     expectFieldViolation(await rest("GET", "/registry/v2/repos/O/bad"), "uid", /is not a repo uid/);
+
+    // an error raised after the method set headers and trailers keeps them
+    const late = await rest("GET", "/registry/v2/repos/O/late");
+    expect(late.status).toBe(404);
+    expect([late.headers.get("x-echo"), late.headers.get("x-trailing")]).toEqual(["repo", "after"]);
+    expect(detail(late.json, "google.rpc.ResourceInfo")).toMatchObject({ resourceName: "O/late" });
   });
 
   it("hide unexpected errors behind INTERNAL with a request id", async () => {
