@@ -7,13 +7,9 @@ import { groups, identities, roleBindings, roles } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists, isUniqueViolation } from "../kernel/errors/index.js";
 import {
-  completePage,
   countExpression,
-  keysetOrderBy,
-  keysetPredicate,
-  readTotal,
-  sortKeySelection,
-  totalSelection,
+  keysetPage,
+  pageColumns,
   type AnyPgDatabase,
   type ListPage,
   type ListPlan,
@@ -121,22 +117,14 @@ export async function listBindings(db: AnyPgDatabase, plan: ListPlan, f: Binding
     f.role ? eq(roleBindings.roleUid, f.role) : undefined,
   );
   const total = countExpression(roleBindings, where);
-  const rows = await db
-    .select({ row: hydratedFields, keys: sortKeySelection(plan, bindingOrderColumns), ...totalSelection(plan, total) })
+  const query = db
+    .select({ row: hydratedFields, ...pageColumns(plan, bindingOrderColumns, total) })
     .from(roleBindings)
     .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
     .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
     .innerJoin(roles, eq(roles.uid, roleBindings.roleUid))
-    .where(and(where, keysetPredicate(plan, bindingOrderColumns)))
-    .orderBy(...keysetOrderBy(plan, bindingOrderColumns))
-    .limit(plan.limit + 1)
-    .offset(plan.skip);
-  const fetched = rows.map((r) => ({
-    row: r.row,
-    keys: plan.order.map((_, i) => (r.keys as Record<string, string | null>)[`k${i}`] ?? null),
-    total: r.total,
-  }));
-  return completePage(plan, fetched, () => readTotal(db, total));
+    .$dynamic();
+  return keysetPage(db, query, { plan, orderColumns: bindingOrderColumns, where, total });
 }
 
 export async function findGroup(db: AnyPgDatabase, uid: string): Promise<{ uid: string } | undefined> {

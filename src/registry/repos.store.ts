@@ -9,13 +9,9 @@ import { repos } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists, isMissingReference, isUniqueViolation, notFound } from "../kernel/errors/index.js";
 import {
-  completePage,
   countExpression,
-  keysetOrderBy,
-  keysetPredicate,
-  readTotal,
-  sortKeySelection,
-  totalSelection,
+  keysetPage,
+  pageColumns,
   type ListPage,
   type ListPlan,
 } from "../kernel/list/index.js";
@@ -148,15 +144,8 @@ export function createRepoStore(db: Db) {
         filter.name ? eq(repos.name, filter.name) : undefined,
       );
       const total = countExpression(repos, where);
-      const rows = await db
-        .select({ row: repoColumns, keys: sortKeySelection(plan, repoOrderColumns), ...totalSelection(plan, total) })
-        .from(repos)
-        .where(and(where, keysetPredicate(plan, repoOrderColumns)))
-        .orderBy(...keysetOrderBy(plan, repoOrderColumns))
-        .limit(plan.limit + 1)
-        .offset(plan.skip);
-      const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
-      return completePage(plan, fetched, () => readTotal(db, total));
+      const query = db.select({ row: repoColumns, ...pageColumns(plan, repoOrderColumns, total) }).from(repos).$dynamic();
+      return keysetPage(db, query, { plan, orderColumns: repoOrderColumns, where, total });
     },
 
     /** The repo's readme, or NOT_FOUND. */

@@ -6,6 +6,9 @@
 //   // handler
 //   const plan = parseListRequest(req, repoList, { secret, filters: { uidp: req.uidp, name: req.name } });
 //   const page = await repoStore.list(plan, req);   // listPage(db, { table, where, orderColumns, plan })
+//   // a store with joins, or selecting some columns: keysetPage over its own select
+//   //   keysetPage(db, db.select({ row, ...pageColumns(plan, orderColumns, total) }).from(t).innerJoin(...).$dynamic(),
+//   //              { plan, orderColumns, where, total })
 //   return create(ListReposResponseSchema, { repos: page.rows.map(toRepo), ...pageFields(page) });
 //
 // Indexes a store should have, per allowed order key K: a btree on (<equality filter/scope columns>, K, uid),
@@ -42,14 +45,15 @@ export {
   completePage,
   countExpression,
   keysetOrderBy,
+  keysetPage,
   keysetPredicate,
   listPage,
+  pageColumns,
   pageFields,
-  readTotal,
   sortKeySelection,
-  totalSelection,
   type AnyPgDatabase,
   type KeyedRow,
+  type KeysetPageOptions,
   type ListPage,
   type ListPageOptions,
   type OrderColumn,

@@ -17,7 +17,7 @@
 //   empty and still needs a total counts in a statement of its own. A store can supply a cheaper total
 //   expression (a read of maintained counters).
 import { and, Column, getTableColumns, is, or, sql, type SQL } from "drizzle-orm";
-import type { AnyPgColumn, PgDatabase, PgQueryResultHKT, PgTable } from "drizzle-orm/pg-core";
+import type { AnyPgColumn, PgDatabase, PgQueryResultHKT, PgSelect, PgTable } from "drizzle-orm/pg-core";
 import type { ListPlan } from "./plan.js";
 import type { OrderTerm } from "./order-by.js";
 
@@ -154,22 +154,56 @@ export interface ListPageOptions<T extends PgTable> {
 }
 
 /**
- * Runs a plan against one table in one statement: the keyset page, and the total when the page needs one.
- * A page that needs a total but comes back empty (past the end) counts in a second statement.
+ * What a page's statement selects beside its row: the keyset values, and the total when the page needs one
+ * (`select({ row: <columns>, ...pageColumns(plan, orderColumns, total) })`).
  */
-export async function listPage<T extends PgTable>(db: AnyPgDatabase, options: ListPageOptions<T>): Promise<ListPage<T["$inferSelect"]>> {
-  const { table, plan, orderColumns } = options;
-  const total = options.total ?? countExpression(table, options.where);
-  const query = db
-    .select({ row: getTableColumns(table), keys: sortKeySelection(plan, orderColumns), ...totalSelection(plan, total) })
-    .from(table as PgTable)
-    .where(and(options.where, keysetPredicate(plan, orderColumns)))
+export function pageColumns(
+  plan: Pick<ListPlan, "order" | "total">,
+  columns: OrderColumns,
+  total: SQL,
+): { keys: Record<string, SQL.Aliased<string | null>>; total?: SQL.Aliased<string | null> } {
+  return { keys: sortKeySelection(plan, columns), ...totalSelection(plan, total) };
+}
+
+/** A row of a page's statement: the store's row, its keyset values and (when selected) the total. */
+type PageRowOf<Q> = Awaited<Q> extends readonly { row: infer Row }[] ? Row : never;
+
+export interface KeysetPageOptions {
+  plan: ListPlan;
+  /** The allow-list keys mapped to columns; must include uid. */
+  orderColumns: OrderColumns;
+  /** Filters and the caller's scope predicate, built by the store. */
+  where: SQL | undefined;
+  /** The total of the rows `where` selects, as one scalar SQL expression (see pageColumns). */
+  total: SQL;
+}
+
+/**
+ * Runs a plan on a select whose FROM (and joins) the store has set and which selects
+ * `{ row, ...pageColumns(...) }` (made `$dynamic()`): adds the filters and the keyset position, the order,
+ * limit + 1 and the skip, and turns the rows into a page. One statement; a page that needs a total but comes
+ * back empty (past the end) counts in a second one.
+ */
+export async function keysetPage<Q extends PgSelect>(db: AnyPgDatabase, query: Q, opts: KeysetPageOptions): Promise<ListPage<PageRowOf<Q>>> {
+  const { plan, orderColumns } = opts;
+  const rows = (await query
+    .where(and(opts.where, keysetPredicate(plan, orderColumns)))
     .orderBy(...keysetOrderBy(plan, orderColumns))
     .limit(plan.limit + 1)
-    .offset(plan.skip);
-  const result = (await query) as { row: T["$inferSelect"]; keys: Record<string, string | null>; total?: string | null }[];
-  const fetched = result.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
-  return completePage(plan, fetched, () => readTotal(db, total));
+    .offset(plan.skip)) as { row: PageRowOf<Q>; keys: Record<string, string | null>; total?: string | null }[];
+  const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
+  return completePage(plan, fetched, () => readTotal(db, opts.total));
+}
+
+/** Runs a plan against one table: keysetPage over `select <every column> from <table>`. */
+export async function listPage<T extends PgTable>(db: AnyPgDatabase, options: ListPageOptions<T>): Promise<ListPage<T["$inferSelect"]>> {
+  const { table, plan, orderColumns, where } = options;
+  const total = options.total ?? countExpression(table, where);
+  const query = db
+    .select({ row: getTableColumns(table), ...pageColumns(plan, orderColumns, total) })
+    .from(table as PgTable)
+    .$dynamic();
+  return (await keysetPage(db, query, { plan, orderColumns, where, total })) as ListPage<T["$inferSelect"]>;
 }
 
 /** `(select count(*) from <table> where <where>)`: uncorrelated, so PostgreSQL evaluates it once per statement. */
