@@ -11,7 +11,7 @@ import {
   ListGroupsResponseSchema,
   LookupGroupResponseSchema,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import { accessOf } from "../kernel/auth/index.js";
+import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
@@ -37,7 +37,7 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async listGroups(req, ctx) {
-      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_GROUPS_LIST]);
+      const scopes = await listScopesOf(ctx);
       const plan = parseListRequest(req, groupList, {
         secret: deps.pageTokenSecret,
         filters: { uidp: req.uidp, name: req.name },

@@ -12,7 +12,7 @@ import {
   LookupIdentityResponseSchema,
   RelationshipTypeSchema,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import { accessOf } from "../kernel/auth/index.js";
+import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
@@ -68,7 +68,7 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
       if (!RelationshipTypeSchema.values.some((v) => v.number === req.relationshipType)) {
         throw invalidArgument({ field: "relationship_type", description: `${req.relationshipType} is not a RelationshipType value` });
       }
-      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_IDENTITY_LIST]);
+      const scopes = await listScopesOf(ctx);
       const filter = { uidp: req.uidp, name: req.name, relationshipType: req.relationshipType };
       const plan = parseListRequest(req, identityList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
       const page = await store.list(plan, { scopes, ...filter });

@@ -14,7 +14,6 @@
 // - Get/Update/Delete of a uid without a group part answer NOT_FOUND (no binding lives at the root).
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import {
   BatchCreateRoleBindingsResponseSchema,
@@ -22,7 +21,7 @@ import {
   RoleBindingSchema,
   RoleBindingsService,
 } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
-import { accessOf } from "../kernel/auth/index.js";
+import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest, type AnyPgDatabase } from "../kernel/list/index.js";
@@ -148,7 +147,7 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
       requireListFilterUid(req.identity, "identity");
       requireListFilterUid(req.group, "group");
       requireListFilterUid(req.role, "role");
-      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_ROLE_BINDINGS_LIST]);
+      const scopes = await listScopesOf(ctx);
       const filters = { uidp: req.uidp, identity: req.identity, group: req.group, role: req.role };
       const plan = parseListRequest(req, roleBindingListSpec, { secret: deps.pageTokenSecret, filters, scope: scopes });
       const page = await store.listBindings(db, plan, { ...filters, scopes });

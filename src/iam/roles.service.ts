@@ -13,7 +13,7 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ListRolesResponseSchema, RoleSchema, RolesService, type Role } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import { accessOf } from "../kernel/auth/index.js";
+import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { invalidArgument, notFound, permissionDenied, type FieldViolation } from "../kernel/errors/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
@@ -62,7 +62,7 @@ export function rolesBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async listRoles(req, ctx) {
-      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_ROLES_LIST]);
+      const scopes = await listScopesOf(ctx);
       const plan = parseListRequest(req, roleListSpec, {
         secret: deps.pageTokenSecret,
         filters: { uidp: req.uidp, name: req.name },

@@ -15,9 +15,8 @@
 // - ListRepos defaults to name order; name, create_time, update_time and uid may be ordered by.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ListReposResponseSchema, RepoReadmeSchema, RepoSchema, ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { accessOf } from "../kernel/auth/index.js";
+import { listScopesOf } from "../kernel/auth/index.js";
 import { applyUpdate } from "../kernel/field-mask.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
@@ -48,7 +47,7 @@ export function reposBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async listRepos(req, ctx) {
-      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_REPO_LIST]);
+      const scopes = await listScopesOf(ctx);
       const filter = { uidp: req.uidp, name: req.name ?? "" };
       const plan = parseListRequest(req, repoList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
       const page = await store.list(plan, { scopes, ...filter });

@@ -13,10 +13,9 @@
 //   deprecated (clients filter). Default order: name.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ListTagsResponseSchema, TagSchema, TagsService, type ListTagsRequest } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { TagKind } from "../db/schema/index.js";
-import { accessOf } from "../kernel/auth/index.js";
+import { listScopesOf } from "../kernel/auth/index.js";
 import { isMissingReference, notFound, throwIfAny, type FieldViolation } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
@@ -66,7 +65,7 @@ export function tagsBindings(deps: DomainDeps): ServiceBinding[] {
 
     async listTags(req, ctx) {
       const filter = listFilterOf(req);
-      const scopes = await accessOf(ctx).visibleScopes([Capability.CAP_TAG_LIST]);
+      const scopes = await listScopesOf(ctx);
       const plan = parseListRequest(req, tagList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
       const page = await listTags(db, plan, { scopes, ...filter });
       return create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import { bearerToken, effectiveScope, outermost, ruleOf } from "../../src/kernel/auth/index.js";
+import { createContextValues, createHandlerContext } from "@connectrpc/connect";
+import { accessKey, bearerToken, effectiveScope, listScopesOf, outermost, ruleCapabilitiesKey, ruleOf, type Access } from "../../src/kernel/auth/index.js";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 
 describe("effectiveScope: a binding's reach for an identity confined to its home group", () => {
@@ -55,4 +56,27 @@ describe("ruleOf reads the method options", () => {
     expect(rule.scopePath.map((f) => f.name)).toEqual(["group", "uid"]);
   });
   it("unscoped", () => expect(ruleOf(RolesService.method.listRoles)).toEqual({ kind: "unscoped", capabilities: [Capability.CAP_IAM_ROLES_LIST] }));
+});
+
+describe("listScopesOf: the scopes an unscoped List shows, by the capabilities its auth rule names", () => {
+  const contextFor = (method: (typeof GroupsService.methods)[number], capabilities: readonly Capability[] | undefined) => {
+    const values = createContextValues();
+    const asked: (readonly Capability[])[] = [];
+    values.set(accessKey, { visibleScopes: async (c: readonly Capability[]) => (asked.push(c), ["org"]) } as unknown as Access);
+    if (capabilities) values.set(ruleCapabilitiesKey, capabilities);
+    const ctx = createHandlerContext({ service: GroupsService, method, protocolName: "connect", requestMethod: "POST", url: "http://x/", contextValues: values });
+    return { ctx, asked };
+  };
+
+  it("asks for the rule's capabilities", async () => {
+    const { ctx, asked } = contextFor(GroupsService.method.listGroups, [Capability.CAP_IAM_GROUPS_LIST]);
+    expect(await listScopesOf(ctx)).toEqual(["org"]);
+    expect(asked).toEqual([[Capability.CAP_IAM_GROUPS_LIST]]);
+  });
+
+  it("refuses a method whose rule names none (it would otherwise show every scope the caller has)", () => {
+    const { ctx, asked } = contextFor(GroupsService.method.lookupGroup, undefined);
+    expect(() => listScopesOf(ctx)).toThrow(/names no capability/);
+    expect(asked).toEqual([]);
+  });
 });

@@ -15,7 +15,7 @@ import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
 import { createAccess } from "./access.js";
 import type { Authenticator } from "./authenticator.js";
-import { accessKey } from "./principal.js";
+import { accessKey, ruleCapabilitiesKey } from "./principal.js";
 
 type Rule =
   | { kind: "disabled" }
@@ -94,6 +94,7 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
     const { principal, bindings } = await opts.authenticator.authenticate(token);
     const access = createAccess(principal, bindings);
     req.contextValues.set(accessKey, access);
+    if (rule.kind === "unscoped") req.contextValues.set(ruleCapabilitiesKey, rule.capabilities);
     if (rule.kind === "scoped" && !req.stream) {
       await access.require(scopeOf(req.message, rule.scopePath), rule.capabilities);
     }

@@ -35,10 +35,23 @@ export interface Access {
 }
 
 export const accessKey = createContextKey<Access | undefined>(undefined, { description: "caller access" });
+/** The capabilities an unscoped method's auth rule names (set by the auth interceptor). */
+export const ruleCapabilitiesKey = createContextKey<readonly Capability[]>([], { description: "capabilities of the method's auth rule" });
 
 /** The caller's access; every method whose rule is not `disabled` has one. */
 export function accessOf(ctx: HandlerContext): Access {
   const access = ctx.values.get(accessKey);
   if (!access) throw unauthenticated("This method needs an authenticated caller");
   return access;
+}
+
+/**
+ * The scopes an unscoped List shows its caller: the roots of the subtrees where the caller holds every
+ * capability the method's auth rule names (so the rule is stated once, in the proto). A method whose rule
+ * names no capability has no such scopes: calling this from one is a programming error.
+ */
+export function listScopesOf(ctx: HandlerContext): Promise<readonly string[]> {
+  const capabilities = ctx.values.get(ruleCapabilitiesKey);
+  if (capabilities.length === 0) throw new Error(`${ctx.method.parent.typeName}.${ctx.method.name}: its auth rule names no capability to list by`);
+  return accessOf(ctx).visibleScopes(capabilities);
 }
