@@ -5,7 +5,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { groups, roleBindings } from "../db/schema/index.js";
-import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
+import { failedPrecondition, isStillReferenced, notFound, underParent } from "../kernel/errors/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { newChildUid, newRootUid, uidpPredicate } from "../kernel/uidp.js";
@@ -74,16 +74,13 @@ export function createGroupStore(db: Db) {
 
     /** Creates a group under `parent`; NOT_FOUND (naming the parent) when it does not exist, also when it is deleted concurrently. */
     async createChild(parent: string, fields: GroupFields): Promise<GroupRow> {
-      try {
-        const [row] = await db
+      const [row] = await underParent(GROUP_TYPE, parent, () =>
+        db
           .insert(groups)
           .values({ uid: newChildUid(parent), parentUid: parent, ...fields })
-          .returning();
-        return row!;
-      } catch (err) {
-        if (isMissingReference(err)) throw notFound(GROUP_TYPE, parent);
-        throw err;
-      }
+          .returning(),
+      );
+      return row!;
     },
 
     /** Creates an organization (root group) and binds `owner` to it with the managed owner role, in one transaction. */

@@ -4,7 +4,7 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { identities } from "../db/schema/index.js";
-import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
+import { failedPrecondition, isStillReferenced, notFound, underParent } from "../kernel/errors/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
@@ -89,16 +89,13 @@ export function createIdentityStore(db: Db) {
 
     /** Creates an identity under `parent`; NOT_FOUND (naming the group) when the group does not exist. */
     async create(parent: string, fields: IdentityFields): Promise<IdentityRow> {
-      try {
-        const [row] = await db
+      const [row] = await underParent(GROUP_TYPE, parent, () =>
+        db
           .insert(identities)
           .values({ uid: newChildUid(parent), parentUid: parent, ...fields })
-          .returning();
-        return row!;
-      } catch (err) {
-        if (isMissingReference(err)) throw notFound(GROUP_TYPE, parent);
-        throw err;
-      }
+          .returning(),
+      );
+      return row!;
     },
 
     /** Changes an identity under a row lock; `change` returns the new field values, or undefined for none. */

@@ -2,9 +2,9 @@
 // (parent_uid, uid `<group>/<16 hex>`). Rows only: no generated message types here.
 import { and, eq, isNull, not, or, sql, type SQL } from "drizzle-orm";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { groups, roles } from "../db/schema/index.js";
+import { roles } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { failedPrecondition, isMissingReference, isStillReferenced, notFound } from "../kernel/errors/index.js";
+import { failedPrecondition, isStillReferenced, underParent } from "../kernel/errors/index.js";
 import { listPage, type AnyPgDatabase, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { uidpPredicate } from "../kernel/uidp.js";
 import { GROUP_TYPE } from "./groups.store.js";
@@ -62,18 +62,10 @@ export interface NewRole {
   capabilities: number[];
 }
 
-/** Inserts a custom role; NOT_FOUND when its parent is not a group. */
+/** Inserts a custom role; NOT_FOUND when its parent is not a group (the foreign key decides). */
 export async function insertRole(db: AnyPgDatabase, role: NewRole): Promise<RoleRow> {
-  const [group] = await db.select({ uid: groups.uid }).from(groups).where(eq(groups.uid, role.parentUid));
-  if (!group) throw notFound(GROUP_TYPE, role.parentUid);
-  try {
-    const [row] = await db.insert(roles).values({ ...role, managed: false }).returning();
-    return row!;
-  } catch (err) {
-    // The group was deleted between the check and the insert.
-    if (isMissingReference(err)) throw notFound(GROUP_TYPE, role.parentUid);
-    throw err;
-  }
+  const [row] = await underParent(GROUP_TYPE, role.parentUid, () => db.insert(roles).values({ ...role, managed: false }).returning());
+  return row!;
 }
 
 export interface RoleChanges {

@@ -7,7 +7,7 @@ import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.j
 import type { Db } from "../db/client.js";
 import { repos } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { alreadyExists, isMissingReference, isUniqueViolation, notFound } from "../kernel/errors/index.js";
+import { alreadyExists, isUniqueViolation, notFound, underParent } from "../kernel/errors/index.js";
 import {
   countExpression,
   keysetPage,
@@ -90,13 +90,14 @@ export function createRepoStore(db: Db) {
      */
     async create(parent: string, fields: RepoFields): Promise<RepoRow> {
       try {
-        const [row] = await db
-          .insert(repos)
-          .values({ uid: newChildUid(parent), groupUid: parent, ...fields })
-          .returning(repoColumns);
+        const [row] = await underParent(GROUP_TYPE, parent, () =>
+          db
+            .insert(repos)
+            .values({ uid: newChildUid(parent), groupUid: parent, ...fields })
+            .returning(repoColumns),
+        );
         return row!;
       } catch (err) {
-        if (isMissingReference(err)) throw notFound(GROUP_TYPE, parent);
         if (isUniqueViolation(err)) throw await nameTaken(parent, fields.name);
         throw err;
       }

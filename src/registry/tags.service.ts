@@ -16,7 +16,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ListTagsResponseSchema, TagSchema, TagsService, type ListTagsRequest } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { TagKind } from "../db/schema/index.js";
 import { listScopesOf } from "../kernel/auth/index.js";
-import { isMissingReference, notFound, throwIfAny, type FieldViolation } from "../kernel/errors/index.js";
+import { throwIfAny, underParent, type FieldViolation } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { REPO_TYPE } from "./repos.store.js";
@@ -74,12 +74,7 @@ export function tagsBindings(deps: DomainDeps): ServiceBinding[] {
     async createTag(req) {
       const tag = req.tag ?? create(TagSchema);
       throwIfAny(tagViolations(tag));
-      try {
-        return toTag(await upsertTag(db, tagWrite(req.parent, tag)));
-      } catch (err) {
-        if (isMissingReference(err)) throw notFound(REPO_TYPE, req.parent);
-        throw err;
-      }
+      return toTag(await underParent(REPO_TYPE, req.parent, () => upsertTag(db, tagWrite(req.parent, tag))));
     },
 
     async deleteTag(req) {
