@@ -35,12 +35,12 @@ import { groups, identities, repos, roleBindings } from "../src/db/schema/index.
 import { ensureSecret } from "../src/db/secrets.js";
 import { ensureManagedRoles, managedRole } from "../src/iam/managed-roles.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
-import { decodePageToken, encodePageToken, pageFields, parseListRequest } from "../src/kernel/list/index.js";
+import { createListPlanner, decodePageToken, encodePageToken, pageFields } from "../src/kernel/list/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
 import { toTag } from "../src/registry/tags.mapper.js";
-import { listTags } from "../src/registry/tags.queries.js";
-import { kindsOf, tagList } from "../src/registry/tags.service.js";
+import { listFilterOf, tagList } from "../src/registry/tags.service.js";
+import { createTagStore } from "../src/registry/tags.store.js";
 import { grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
 import { startApiServer, startBareServer } from "./processes.js";
 
@@ -299,9 +299,10 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
     // The parts of a page-1 ListTags, each alone in this process (the server is idle meanwhile).
     say("  measuring the parts of a page");
     const listReq = create(ListTagsRequestSchema, listRequest);
-    const filter = { uidp: listReq.uidp, name: "", digest: "", updatedSince: undefined, kinds: kindsOf(listReq) };
     const scopes = [seeded.org];
-    const storeRead = () => listTags(database.db, parseListRequest(listReq, tagList, { secret, filters: filter, scope: scopes }), { scopes, ...filter });
+    const lists = createListPlanner({ secret });
+    const tagStore = createTagStore(database.db);
+    const storeRead = () => tagStore.list(lists.plan(listReq, tagList, scopes), { scopes, ...listFilterOf(listReq) });
     const page = await storeRead();
     const response = create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });
     const parts: [string, number][] = [

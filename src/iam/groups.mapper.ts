@@ -2,7 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { GroupSchema, type Group } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import type { GroupFields, GroupRow } from "./groups.store.js";
+import type { GroupFields, GroupRow } from "../db/schema/index.js";
 
 export function toGroup(row: GroupRow): Group {
   return create(GroupSchema, {

@@ -3,7 +3,6 @@
 // interceptor before they run; CreateGroup and ListGroups are unscoped and check or filter here.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import {
   CheckEligibilityResponseSchema,
   GroupSchema,
@@ -11,14 +10,15 @@ import {
   ListGroupsResponseSchema,
   LookupGroupResponseSchema,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import { accessOf, listScopesOf } from "../kernel/auth/index.js";
+import { accessOf, listScopesOf, requireRuleAt } from "../kernel/auth/index.js";
 import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented } from "../kernel/errors/index.js";
-import { applyUpdate } from "../kernel/field-mask.js";
-import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
+import { defineListSpec, pageFields } from "../kernel/list/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { under, updateUnderLock } from "../kernel/update.js";
 import { isValidUid } from "../kernel/uidp.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { groupFields, toGroup } from "./groups.mapper.js";
-import { createGroupStore, GROUP_TYPE } from "./groups.store.js";
+import { createGroupStore } from "./groups.store.js";
 import { groupViolations, parentDepthViolations } from "./validate.js";
 
 export const groupList = defineListSpec({
@@ -29,21 +29,16 @@ export const groupList = defineListSpec({
 });
 
 export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
-  const store = createGroupStore(deps.db);
+  const groups = storeFactory(deps.db, createGroupStore);
 
   const impl: ServiceImpl<typeof GroupsService> = {
-    async getGroup(req) {
-      return toGroup(await store.require(req.uid));
+    async getGroup(req, ctx) {
+      return toGroup(await groups(ctx).get(req.uid));
     },
 
     async listGroups(req, ctx) {
       const scopes = await listScopesOf(ctx);
-      const plan = parseListRequest(req, groupList, {
-        secret: deps.pageTokenSecret,
-        filters: { uidp: req.uidp, name: req.name },
-        scope: scopes,
-      });
-      const page = await store.list(plan, { scopes, uidp: req.uidp, name: req.name });
+      const page = await groups(ctx).list(deps.lists.plan(req, groupList, scopes), { scopes, uidp: req.uidp, name: req.name });
       return create(ListGroupsResponseSchema, { groups: page.rows.map(toGroup), ...pageFields(page) });
     },
 
@@ -53,41 +48,42 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
       if (req.parent !== "") {
         if (!isValidUid(req.parent)) throw invalidArgument({ field: "parent", description: "is not a valid group uid" });
         // Authorization before existence: the capability on the parent is checked before it is looked up.
-        await access.require(req.parent, [Capability.CAP_IAM_GROUPS_CREATE]);
-        throwIfAny([...parentDepthViolations(req.parent), ...groupViolations(group)]);
-        return toGroup(await store.createChild(req.parent, groupFields(group)));
+        await requireRuleAt(ctx, req.parent);
+        throwIfAny([...parentDepthViolations(req.parent), ...under("group", groupViolations(group))]);
+        return toGroup(await groups(ctx).createChild(req.parent, groupFields(group)));
       }
       if (access.principal.homeGroup !== undefined) {
         throw permissionDenied(
           "Permission denied: only a root-level identity may create an organization (an identity created under a group is confined to it); name a parent group to create a sub-group",
         );
       }
-      throwIfAny(groupViolations(group));
-      return toGroup(await store.createOrganization(groupFields(group), access.principal.identityUid));
+      throwIfAny(under("group", groupViolations(group)));
+      return toGroup(await groups(ctx).createOrganization(groupFields(group), access.principal.identityUid));
     },
 
-    async updateGroup(req) {
-      const patch = req.group ?? create(GroupSchema);
-      const row = await store.update(patch.uid, (current) => {
-        const { message, changed } = applyUpdate(GroupSchema, toGroup(current), patch, req.updateMask);
-        if (changed.length === 0) return undefined;
-        throwIfAny(groupViolations(message, changed));
-        return groupFields(message);
+    async updateGroup(req, ctx) {
+      const row = await updateUnderLock(groups(ctx), req.group?.uid ?? "", req.group, req.updateMask, {
+        schema: GroupSchema,
+        field: "group",
+        toMessage: toGroup,
+        toFields: groupFields,
+        check: (next, changed) => groupViolations(next, changed),
       });
       return toGroup(row);
     },
 
-    async deleteGroup(req) {
-      await store.delete(req.uid);
+    async deleteGroup(req, ctx) {
+      await groups(ctx).remove(req.uid);
       return {};
     },
 
     async lookupGroup(_req, ctx) {
       const { principal } = accessOf(ctx);
+      const store = groups(ctx);
       const home = principal.homeGroup ?? (await store.oldestBindingGroup(principal.identityUid))?.split("/")[0];
-      const row = home === undefined ? undefined : await store.get(home);
+      const row = home === undefined ? undefined : await store.find(home);
       if (!row) {
-        throw notFound(GROUP_TYPE, home ?? "", "The caller has no group: it was not created under one and holds no role binding");
+        throw notFound(GroupSchema.typeName, home ?? "", "The caller has no group: it was not created under one and holds no role binding");
       }
       return create(LookupGroupResponseSchema, { group: toGroup(row) });
     },
@@ -104,5 +100,5 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
     },
   };
 
-  return [{ service: GroupsService, impl }];
+  return [bindService(GroupsService, impl)];
 }

@@ -2,29 +2,15 @@
 // ON DELETE RESTRICT, so a delete racing a create under the same group ends one way or the other, never with
 // an orphan (the insert's foreign-key check takes a KEY SHARE lock on the parent row; the delete needs the
 // row exclusively, and its RESTRICT check sees children committed before it got the row).
-import { and, asc, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client.js";
-import { groups, roleBindings } from "../db/schema/index.js";
-import { failedPrecondition, isStillReferenced, notFound, underParent } from "../kernel/errors/index.js";
-import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
-import { scopePredicate } from "../kernel/auth/index.js";
-import { newChildUid, newRootUid, uidpPredicate } from "../kernel/uidp.js";
+import { and, asc, eq } from "drizzle-orm";
+import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { groups, roleBindings, type GroupFields, type GroupRow } from "../db/schema/index.js";
+import { scopePredicate } from "../kernel/auth/index.js";
+import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import { resourceStore, type Executor } from "../kernel/store.js";
+import { newChildUid, newRootUid, uidpPredicate } from "../kernel/uidp.js";
 import { managedRole } from "./managed-roles.js";
-
-export type GroupRow = typeof groups.$inferSelect;
-
-/** The fields a client writes. */
-export interface GroupFields {
-  name: string;
-  description: string;
-  verified: boolean;
-  kind: number;
-}
-
-/** Resource type named in NOT_FOUND errors. */
-export const GROUP_TYPE = "chainguard.platform.iam.v2.Group";
-
 
 /** What the referencing rows are, in the API's words, from the error's table field (never its message). */
 const KINDS: Readonly<Record<string, string>> = {
@@ -56,87 +42,36 @@ export const groupOrderColumns = {
   update_time: groups.updateTime,
 } as const;
 
-export function createGroupStore(db: Db) {
-  const get = async (uid: string): Promise<GroupRow | undefined> => {
-    const [row] = await db.select().from(groups).where(eq(groups.uid, uid));
-    return row;
-  };
+export function createGroupStore(db: Executor) {
+  const base = resourceStore(db, {
+    table: groups,
+    type: GroupSchema.typeName,
+    parentType: GroupSchema.typeName,
+    // Deleting a group anything references (sub-groups, identities, roles, role bindings, or rows of any
+    // table added later that references groups) is refused by the database: no child is looked up first, so
+    // no race slips between check and delete.
+    stillReferenced: (uid, err) => ({
+      type: "RESOURCE_NOT_EMPTY",
+      subject: uid,
+      description: `group ${uid} still contains ${blockingKind(err)}; delete what it contains first`,
+    }),
+  });
 
   return {
-    get,
+    ...base,
 
-    /** The group, or NOT_FOUND. */
-    async require(uid: string): Promise<GroupRow> {
-      const row = await get(uid);
-      if (!row) throw notFound(GROUP_TYPE, uid);
-      return row;
-    },
-
-    /** Creates a group under `parent`; NOT_FOUND (naming the parent) when it does not exist, also when it is deleted concurrently. */
+    /** Creates a group under `parent`; NOT_FOUND (naming the parent) when it does not exist. */
     async createChild(parent: string, fields: GroupFields): Promise<GroupRow> {
-      const [row] = await underParent(GROUP_TYPE, parent, () =>
-        db
-          .insert(groups)
-          .values({ uid: newChildUid(parent), parentUid: parent, ...fields })
-          .returning(),
-      );
+      const [row] = await base.insert(parent, [{ uid: newChildUid(parent), parentUid: parent, ...fields }]);
       return row!;
     },
 
-    /** Creates an organization (root group) and binds `owner` to it with the managed owner role, in one transaction. */
+    /** Creates an organization (root group) and binds `owner` to it with the managed owner role (run it in a unit of work). */
     async createOrganization(fields: GroupFields, owner: string): Promise<GroupRow> {
-      const role = managedRole("owner").uid;
-      return db.transaction(async (tx) => {
-        const uid = newRootUid();
-        const [row] = await tx
-          .insert(groups)
-          .values({ uid, parentUid: null, ...fields })
-          .returning();
-        await tx.insert(roleBindings).values({ uid: newChildUid(uid), groupUid: uid, identityUid: owner, roleUid: role });
-        return row!;
-      });
-    },
-
-    /**
-     * Changes a group under a row lock: `change` sees the current row and returns the new field values, or
-     * undefined for no change (then nothing is written and update_time stays). NOT_FOUND when missing.
-     */
-    async update(uid: string, change: (current: GroupRow) => GroupFields | undefined): Promise<GroupRow> {
-      return db.transaction(async (tx) => {
-        const [current] = await tx.select().from(groups).where(eq(groups.uid, uid)).for("update");
-        if (!current) throw notFound(GROUP_TYPE, uid);
-        const fields = change(current);
-        if (!fields) return current;
-        const [row] = await tx
-          .update(groups)
-          .set({ ...fields, updateTime: sql`now()` })
-          .where(eq(groups.uid, uid))
-          .returning();
-        return row!;
-      });
-    },
-
-    /**
-     * Deletes an empty group. FAILED_PRECONDITION (RESOURCE_NOT_EMPTY) while anything references it (the
-     * database refuses the delete; no child is looked up first, so no race slips between check and delete):
-     * sub-groups, identities, roles, role bindings, or rows of any table added later that references groups.
-     * Nothing is changed then. NOT_FOUND when missing.
-     */
-    async delete(uid: string): Promise<void> {
-      let deleted: { uid: string }[];
-      try {
-        deleted = await db.delete(groups).where(eq(groups.uid, uid)).returning({ uid: groups.uid });
-      } catch (err) {
-        if (isStillReferenced(err)) {
-          throw failedPrecondition({
-            type: "RESOURCE_NOT_EMPTY",
-            subject: uid,
-            description: `group ${uid} still contains ${blockingKind(err)}; delete what it contains first`,
-          });
-        }
-        throw err;
-      }
-      if (deleted.length === 0) throw notFound(GROUP_TYPE, uid);
+      const uid = newRootUid();
+      const [row] = await base.insert("", [{ uid, parentUid: null, ...fields }]);
+      await db.insert(roleBindings).values({ uid: newChildUid(uid), groupUid: uid, identityUid: owner, roleUid: managedRole("owner").uid });
+      return row!;
     },
 
     /** A page of groups within the caller's scopes, filtered. */

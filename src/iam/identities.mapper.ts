@@ -10,7 +10,10 @@ import {
   type Identity,
   type IdentityMetadata,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import type { IdentityFields, IdentityMetadataFields, IdentityRow, RelationshipColumns } from "./identities.store.js";
+import type { IdentityFields, IdentityMetadataFields, IdentityRow } from "../db/schema/index.js";
+
+/** The relationship columns: the oneof as proto3 JSON, its type, and exact issuer/subject when it has them. */
+export type RelationshipColumns = Pick<IdentityFields, "relationship" | "relationshipType" | "issuer" | "subject">;
 
 const relationshipTypes: Record<NonNullable<Identity["relationship"]["case"]>, RelationshipType> = {
   claimMatch: RelationshipType.CLAIM_MATCH,

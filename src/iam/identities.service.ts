@@ -3,7 +3,6 @@
 // UpdateIdentityMetadata are unscoped and filter (or act on the caller itself) here.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import {
   IdentitiesService,
   IdentityMetadataSchema,
@@ -14,11 +13,12 @@ import {
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
-import { applyUpdate } from "../kernel/field-mask.js";
-import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { defineListSpec, pageFields } from "../kernel/list/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { under, updateUnderLock } from "../kernel/update.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { identityFields, identityMetadataFields, toIdentity, toIdentityMetadata } from "./identities.mapper.js";
-import { createIdentityStore, IDENTITY_TYPE } from "./identities.store.js";
+import { createIdentityStore } from "./identities.store.js";
 import { identityMetadataViolations, identityViolations, MAX_CLAIM_VALUE_LENGTH, parentDepthViolations } from "./validate.js";
 
 export const identityList = defineListSpec({
@@ -35,32 +35,32 @@ function requiredText(field: string, value: string): FieldViolation[] {
 }
 
 export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
-  const store = createIdentityStore(deps.db);
+  const identities = storeFactory(deps.db, createIdentityStore);
 
   const impl: ServiceImpl<typeof IdentitiesService> = {
-    async createIdentity(req) {
+    async createIdentity(req, ctx) {
       const identity = req.identity ?? create(IdentitySchema);
-      throwIfAny([...parentDepthViolations(req.parent), ...identityViolations(identity)]);
-      return toIdentity(await store.create(req.parent, identityFields(identity)));
+      throwIfAny([...parentDepthViolations(req.parent), ...under("identity", identityViolations(identity))]);
+      return toIdentity(await identities(ctx).create(req.parent, identityFields(identity)));
     },
 
-    async getIdentity(req) {
-      return toIdentity(await store.require(req.uid));
+    async getIdentity(req, ctx) {
+      return toIdentity(await identities(ctx).get(req.uid));
     },
 
-    async updateIdentity(req) {
-      const patch = req.identity ?? create(IdentitySchema);
-      const row = await store.update(patch.uid, (current) => {
-        const { message, changed } = applyUpdate(IdentitySchema, toIdentity(current), patch, req.updateMask);
-        if (changed.length === 0) return undefined;
-        throwIfAny(identityViolations(message, changed));
-        return identityFields(message);
+    async updateIdentity(req, ctx) {
+      const row = await updateUnderLock(identities(ctx), req.identity?.uid ?? "", req.identity, req.updateMask, {
+        schema: IdentitySchema,
+        field: "identity",
+        toMessage: toIdentity,
+        toFields: identityFields,
+        check: (next, changed) => identityViolations(next, changed),
       });
       return toIdentity(row);
     },
 
-    async deleteIdentity(req) {
-      await store.delete(req.uid);
+    async deleteIdentity(req, ctx) {
+      await identities(ctx).remove(req.uid);
       return {};
     },
 
@@ -69,33 +69,32 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
         throw invalidArgument({ field: "relationship_type", description: `${req.relationshipType} is not a RelationshipType value` });
       }
       const scopes = await listScopesOf(ctx);
-      const filter = { uidp: req.uidp, name: req.name, relationshipType: req.relationshipType };
-      const plan = parseListRequest(req, identityList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
-      const page = await store.list(plan, { scopes, ...filter });
+      const filter = { scopes, uidp: req.uidp, name: req.name, relationshipType: req.relationshipType };
+      const page = await identities(ctx).list(deps.lists.plan(req, identityList, scopes), filter);
       return create(ListIdentitiesResponseSchema, { identities: page.rows.map(toIdentity), ...pageFields(page) });
     },
 
     async lookupIdentity(req, ctx) {
       throwIfAny([...requiredText("issuer", req.issuer), ...requiredText("subject", req.subject)]);
-      const access = accessOf(ctx);
-      const scopes = await access.visibleScopes([Capability.CAP_IAM_IDENTITY_LIST]);
-      const uid = await store.lookup(req.issuer, req.subject, { scopes, self: access.principal.identityUid });
+      const scopes = await listScopesOf(ctx);
+      const uid = await identities(ctx).lookup(req.issuer, req.subject, { scopes, self: accessOf(ctx).principal.identityUid });
       // The same answer whether no identity matches or the caller may not see the one that does.
-      if (!uid) throw notFound(IDENTITY_TYPE, `${req.issuer} ${req.subject}`, "No identity visible to the caller has this issuer and subject");
+      if (!uid) throw notFound(IdentitySchema.typeName, `${req.issuer} ${req.subject}`, "No identity visible to the caller has this issuer and subject");
       return create(LookupIdentityResponseSchema, { uid });
     },
 
     async updateIdentityMetadata(req, ctx) {
-      const patch = req.identityMetadata ?? create(IdentityMetadataSchema);
-      const row = await store.updateMetadata(accessOf(ctx).principal.identityUid, (current) => {
-        const { message, changed } = applyUpdate(IdentityMetadataSchema, toIdentityMetadata(current), patch, req.updateMask);
-        if (changed.length === 0) return undefined;
-        throwIfAny(identityMetadataViolations(message, changed));
-        return identityMetadataFields(message);
+      // The caller's own identity: no scope to check, nothing to find.
+      const row = await updateUnderLock(identities(ctx), accessOf(ctx).principal.identityUid, req.identityMetadata, req.updateMask, {
+        schema: IdentityMetadataSchema,
+        field: "identity_metadata",
+        toMessage: toIdentityMetadata,
+        toFields: identityMetadataFields,
+        check: (next, changed) => identityMetadataViolations(next, changed),
       });
       return toIdentityMetadata(row);
     },
   };
 
-  return [{ service: IdentitiesService, impl }];
+  return [bindService(IdentitiesService, impl)];
 }

@@ -2,43 +2,14 @@
 // outlive its group, and creating one under a group being deleted ends as NOT_FOUND. Its role bindings go
 // with it (ON DELETE CASCADE).
 import { and, desc, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client.js";
-import { identities } from "../db/schema/index.js";
-import { failedPrecondition, isStillReferenced, notFound, underParent } from "../kernel/errors/index.js";
-import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
-import { scopePredicate } from "../kernel/auth/index.js";
-import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { IdentitySchema, RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { GROUP_TYPE } from "./groups.store.js";
-
-export type IdentityRow = typeof identities.$inferSelect;
-
-/** The relationship columns: the oneof as proto3 JSON, its type, and exact issuer/subject when it has them. */
-export interface RelationshipColumns {
-  relationship: Record<string, unknown>;
-  relationshipType: number;
-  issuer: string | null;
-  subject: string | null;
-}
-
-/** The fields a client writes. */
-export interface IdentityFields extends RelationshipColumns {
-  name: string;
-  description: string;
-  company: string;
-}
-
-/** What UpdateIdentityMetadata writes: the company column and the rest of the metadata. */
-export interface IdentityMetadataFields {
-  company: string;
-  metadata: Record<string, unknown>;
-}
-
-/** Resource type named in NOT_FOUND errors. */
-export const IDENTITY_TYPE = "chainguard.platform.iam.v2.Identity";
-
-/** RelationshipType.CLAIM_MATCH. */
-const CLAIM_MATCH = 1;
+import { identities, type IdentityFields, type IdentityRow } from "../db/schema/index.js";
+import { scopePredicate } from "../kernel/auth/index.js";
+import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import { resourceStore, type Executor } from "../kernel/store.js";
+import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
 
 export interface IdentityListFilter {
   /** The caller's visible scopes: only identities beneath one of them are listed and counted. */
@@ -56,67 +27,22 @@ export const identityOrderColumns = {
   update_time: identities.updateTime,
 } as const;
 
-export function createIdentityStore(db: Db) {
-  const get = async (uid: string): Promise<IdentityRow | undefined> => {
-    const [row] = await db.select().from(identities).where(eq(identities.uid, uid));
-    return row;
-  };
-
-  /** Runs `change` on the locked row and writes what it returns (undefined: nothing to write). */
-  const updateWith = async <F extends object>(uid: string, change: (current: IdentityRow) => F | undefined): Promise<IdentityRow> =>
-    db.transaction(async (tx) => {
-      const [current] = await tx.select().from(identities).where(eq(identities.uid, uid)).for("update");
-      if (!current) throw notFound(IDENTITY_TYPE, uid);
-      const fields = change(current);
-      if (!fields) return current;
-      const [row] = await tx
-        .update(identities)
-        .set({ ...fields, updateTime: sql`now()` })
-        .where(eq(identities.uid, uid))
-        .returning();
-      return row!;
-    });
+export function createIdentityStore(db: Executor) {
+  const base = resourceStore(db, {
+    table: identities,
+    type: IdentitySchema.typeName,
+    parentType: GroupSchema.typeName,
+    // Tables added later may reference identities with RESTRICT or NO ACTION.
+    stillReferenced: (uid) => ({ type: "RESOURCE_NOT_EMPTY", subject: uid, description: `identity ${uid} is still referenced; remove those references first` }),
+  });
 
   return {
-    get,
-
-    /** The identity, or NOT_FOUND. */
-    async require(uid: string): Promise<IdentityRow> {
-      const row = await get(uid);
-      if (!row) throw notFound(IDENTITY_TYPE, uid);
-      return row;
-    },
+    ...base,
 
     /** Creates an identity under `parent`; NOT_FOUND (naming the group) when the group does not exist. */
     async create(parent: string, fields: IdentityFields): Promise<IdentityRow> {
-      const [row] = await underParent(GROUP_TYPE, parent, () =>
-        db
-          .insert(identities)
-          .values({ uid: newChildUid(parent), parentUid: parent, ...fields })
-          .returning(),
-      );
+      const [row] = await base.insert(parent, [{ uid: newChildUid(parent), parentUid: parent, ...fields }]);
       return row!;
-    },
-
-    /** Changes an identity under a row lock; `change` returns the new field values, or undefined for none. */
-    update: (uid: string, change: (current: IdentityRow) => IdentityFields | undefined) => updateWith(uid, change),
-
-    /** Changes an identity's metadata under a row lock. */
-    updateMetadata: (uid: string, change: (current: IdentityRow) => IdentityMetadataFields | undefined) => updateWith(uid, change),
-
-    /** Deletes an identity and (cascade) its role bindings. NOT_FOUND when missing. */
-    async delete(uid: string): Promise<void> {
-      let deleted: { uid: string }[];
-      try {
-        deleted = await db.delete(identities).where(eq(identities.uid, uid)).returning({ uid: identities.uid });
-      } catch (err) {
-        // Tables added later may reference identities with RESTRICT or NO ACTION.
-        if (isStillReferenced(err)) {
-          throw failedPrecondition({ type: "RESOURCE_NOT_EMPTY", subject: uid, description: `identity ${uid} is still referenced; remove those references first` });
-        }
-        throw err;
-      }
-      if (deleted.length === 0) throw notFound(IDENTITY_TYPE, uid);
     },
 
     /** A page of identities within the caller's scopes, filtered. */
@@ -143,7 +69,7 @@ export function createIdentityStore(db: Db) {
           and(
             eq(identities.issuer, issuer),
             eq(identities.subject, subject),
-            eq(identities.relationshipType, CLAIM_MATCH),
+            eq(identities.relationshipType, RelationshipType.CLAIM_MATCH),
             sql`(${isSelf} or ${scopePredicate(identities.uid, visibleTo.scopes)})`,
           ),
         )

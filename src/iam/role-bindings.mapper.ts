@@ -2,9 +2,9 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { RoleBindingSchema, type RoleBinding } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
-import type { HydratedBinding } from "./role-bindings.store.js";
+import type { HydratedRoleBindingRow } from "../db/schema/index.js";
 
-export function toRoleBinding(row: HydratedBinding): RoleBinding {
+export function toRoleBinding(row: HydratedRoleBindingRow): RoleBinding {
   return create(RoleBindingSchema, {
     uid: row.uid,
     identityUid: row.identityUid,

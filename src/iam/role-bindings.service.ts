@@ -13,8 +13,7 @@
 // - UpdateRoleBinding may change identity_uid and role_uid, under the same checks as a create.
 // - Get/Update/Delete of a uid without a group part answer NOT_FOUND (no binding lives at the root).
 import { create } from "@bufbuild/protobuf";
-import type { ServiceImpl } from "@connectrpc/connect";
-import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   BatchCreateRoleBindingsResponseSchema,
   ListRoleBindingsResponseSchema,
@@ -23,16 +22,17 @@ import {
 } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
-import { applyUpdate } from "../kernel/field-mask.js";
-import { defineListSpec, pageFields, parseListRequest, type AnyPgDatabase } from "../kernel/list/index.js";
-import { isValidUid, newChildUid, parentOf } from "../kernel/uidp.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { defineListSpec, pageFields } from "../kernel/list/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { updateUnderLock } from "../kernel/update.js";
+import { isValidUid, parentOf } from "../kernel/uidp.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { createGroupStore } from "./groups.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { existenceViolations, repeatViolations, targetViolations, type BindingTarget } from "./role-bindings.rules.js";
-import * as store from "./role-bindings.store.js";
-import { ROLE_BINDING_TYPE } from "./role-bindings.store.js";
+import { createRoleBindingStore } from "./role-bindings.store.js";
 import { requireNoEscalation } from "./roles.rules.js";
-import { findRoles } from "./roles.store.js";
+import { createRoleStore } from "./roles.store.js";
 
 /** The most bindings one BatchCreateRoleBindings may create. */
 export const MAX_BATCH = 25;
@@ -44,53 +44,52 @@ export const roleBindingListSpec = defineListSpec({
   defaultOrder: "create_time",
 });
 
-
-/**
- * Checks targets against the database (inside the caller's transaction): the identities and roles exist,
- * and the caller holds every capability of each role on `group` (`held`, read before the transaction).
- */
-async function checkTargets(tx: AnyPgDatabase, held: ReadonlySet<number>, group: string, targets: readonly BindingTarget[]): Promise<void> {
-  const identities = await store.existingIdentities(tx, targets.map((t) => t.identityUid));
-  const roles = new Map((await findRoles(tx, targets.map((t) => t.roleUid), "share")).map((r) => [r.uid, r]));
-  throwIfAny(existenceViolations(targets, identities, new Set(roles.keys())));
-  for (const t of targets) {
-    const what = targets.length > 1 ? `${t.field} (role ${JSON.stringify(t.roleUid)})` : `binding role ${JSON.stringify(t.roleUid)}`;
-    requireNoEscalation(held, roles.get(t.roleUid)!.capabilities, group, what);
-  }
-}
-
 function requireListFilterUid(value: string, field: string): void {
   if (value !== "" && !isValidUid(value)) throw invalidArgument({ field, description: "is not a valid uid" });
 }
 
 export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
-  const { db } = deps;
+  const bindings = storeFactory(deps.db, createRoleBindingStore);
+  const roles = storeFactory(deps.db, createRoleStore);
+  const groups = storeFactory(deps.db, createGroupStore);
+
+  /**
+   * Checks targets in the call's transaction: the identities and roles exist (roles share-locked against a
+   * concurrent change of their capabilities), and the caller holds every capability of each role on `group`
+   * (`held`, from the caller's grants).
+   */
+  const checkTargets = async (ctx: HandlerContext, held: ReadonlySet<number>, group: string, targets: readonly BindingTarget[]) => {
+    const identities = await bindings(ctx).existingIdentities(targets.map((t) => t.identityUid));
+    const found = new Map((await roles(ctx).findShared(targets.map((t) => t.roleUid))).map((r) => [r.uid, r]));
+    throwIfAny(existenceViolations(targets, identities, new Set(found.keys())));
+    for (const t of targets) {
+      const what = targets.length > 1 ? `${t.field} (role ${JSON.stringify(t.roleUid)})` : `binding role ${JSON.stringify(t.roleUid)}`;
+      requireNoEscalation(held, found.get(t.roleUid)!.capabilities, group, what);
+    }
+  };
 
   /** Validates and creates bindings on `parent`, all or none; returns them hydrated, in request order. */
-  const createAll = async (held: ReadonlySet<number>, parent: string, targets: BindingTarget[]) => {
+  const createAll = async (ctx: HandlerContext, parent: string, targets: BindingTarget[]) => {
     throwIfAny([...targets.flatMap((t) => targetViolations(t, parent)), ...repeatViolations(targets)]);
-    return db.transaction(async (tx) => {
-      if (!(await store.findGroup(tx, parent))) throw notFound(GroupSchema.typeName, parent);
-      await checkTargets(tx, held, parent, targets);
-      const rows = targets.map((t) => ({ uid: newChildUid(parent), groupUid: parent, identityUid: t.identityUid, roleUid: t.roleUid }));
-      await store.insertBindings(tx, rows);
-      return store.findHydratedMany(tx, rows.map((r) => r.uid));
-    });
+    const held = await accessOf(ctx).capabilitiesAt(parent);
+    await groups(ctx).get(parent);
+    await checkTargets(ctx, held, parent, targets);
+    const rows = await bindings(ctx).create(parent, targets.map((t) => ({ identityUid: t.identityUid, roleUid: t.roleUid })));
+    return bindings(ctx).findHydratedMany(rows.map((r) => r.uid));
   };
 
   const impl: ServiceImpl<typeof RoleBindingsService> = {
-    async getRoleBinding(req) {
-      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_LIST).
-      const row = parentOf(req.uid) === undefined ? undefined : await store.findHydrated(db, req.uid);
-      if (!row) throw notFound(ROLE_BINDING_TYPE, req.uid);
+    async getRoleBinding(req, ctx) {
+      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_LIST). No binding lives at the root.
+      const row = parentOf(req.uid) === undefined ? undefined : await bindings(ctx).findHydrated(req.uid);
+      if (!row) throw notFound(RoleBindingSchema.typeName, req.uid);
       return toRoleBinding(row);
     },
 
     async createRoleBinding(req, ctx) {
       // parent: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_CREATE).
       const b = req.roleBinding;
-      const held = await accessOf(ctx).capabilitiesAt(req.parent);
-      const [row] = await createAll(held, req.parent, [{ identityUid: b?.identityUid ?? "", roleUid: b?.roleUid ?? "", field: "role_binding" }]);
+      const [row] = await createAll(ctx, req.parent, [{ identityUid: b?.identityUid ?? "", roleUid: b?.roleUid ?? "", field: "role_binding" }]);
       return toRoleBinding(row!);
     },
 
@@ -109,8 +108,7 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
         roleUid: r.roleBinding?.roleUid || req.roleUid,
         field: `requests[${i}].role_binding`,
       }));
-      const held = await accessOf(ctx).capabilitiesAt(req.parent);
-      const rows = await createAll(held, req.parent, targets);
+      const rows = await createAll(ctx, req.parent, targets);
       return create(BatchCreateRoleBindingsResponseSchema, { roleBindings: rows.map(toRoleBinding) });
     },
 
@@ -119,27 +117,27 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
       const patch = req.roleBinding;
       if (!patch) throw invalidArgument({ field: "role_binding", description: "is required" });
       const group = parentOf(patch.uid);
-      if (group === undefined) throw notFound(ROLE_BINDING_TYPE, patch.uid);
+      if (group === undefined) throw notFound(RoleBindingSchema.typeName, patch.uid);
       const held = await accessOf(ctx).capabilitiesAt(group);
-      const row = await db.transaction(async (tx) => {
-        const current = await store.lockBinding(tx, patch.uid);
-        if (!current) throw notFound(ROLE_BINDING_TYPE, patch.uid);
-        const before = create(RoleBindingSchema, { uid: current.uid, identityUid: current.identityUid, roleUid: current.roleUid });
-        const { message: after, changed } = applyUpdate(RoleBindingSchema, before, patch, req.updateMask);
-        if (changed.length > 0) {
-          const target: BindingTarget = { identityUid: after.identityUid, roleUid: after.roleUid, field: "role_binding" };
+      await updateUnderLock(bindings(ctx), patch.uid, patch, req.updateMask, {
+        schema: RoleBindingSchema,
+        field: "role_binding",
+        toMessage: (current) => create(RoleBindingSchema, { uid: current.uid, identityUid: current.identityUid, roleUid: current.roleUid }),
+        toFields: (next) => ({ identityUid: next.identityUid, roleUid: next.roleUid }),
+        check: async (next, _changed, current) => {
+          const target: BindingTarget = { identityUid: next.identityUid, roleUid: next.roleUid, field: "role_binding" };
           throwIfAny(targetViolations(target, current.groupUid));
-          await checkTargets(tx, held, current.groupUid, [target]);
-          await store.updateBinding(tx, current, { identityUid: after.identityUid, roleUid: after.roleUid });
-        }
-        return store.findHydrated(tx, patch.uid);
+          await checkTargets(ctx, held, current.groupUid, [target]);
+          return [];
+        },
       });
-      return toRoleBinding(row!);
+      return toRoleBinding((await bindings(ctx).findHydrated(patch.uid))!);
     },
 
-    async deleteRoleBinding(req) {
-      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_DELETE).
-      if (parentOf(req.uid) === undefined || !(await store.deleteBinding(db, req.uid))) throw notFound(ROLE_BINDING_TYPE, req.uid);
+    async deleteRoleBinding(req, ctx) {
+      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_DELETE). No binding lives at the root.
+      if (parentOf(req.uid) === undefined) throw notFound(RoleBindingSchema.typeName, req.uid);
+      await bindings(ctx).remove(req.uid);
       return {};
     },
 
@@ -148,12 +146,11 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
       requireListFilterUid(req.group, "group");
       requireListFilterUid(req.role, "role");
       const scopes = await listScopesOf(ctx);
-      const filters = { uidp: req.uidp, identity: req.identity, group: req.group, role: req.role };
-      const plan = parseListRequest(req, roleBindingListSpec, { secret: deps.pageTokenSecret, filters, scope: scopes });
-      const page = await store.listBindings(db, plan, { ...filters, scopes });
+      const filter = { scopes, uidp: req.uidp, identity: req.identity, group: req.group, role: req.role };
+      const page = await bindings(ctx).list(deps.lists.plan(req, roleBindingListSpec, scopes), filter);
       return create(ListRoleBindingsResponseSchema, { roleBindings: page.rows.map(toRoleBinding), ...pageFields(page) });
     },
   };
 
-  return [{ service: RoleBindingsService, impl }];
+  return [bindService(RoleBindingsService, impl)];
 }

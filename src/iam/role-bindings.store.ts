@@ -1,24 +1,15 @@
-// Role binding queries. A binding is read hydrated, in one query joining its identity, group and role (the
-// foreign keys make the inner joins total). Identities and groups are read straight from their tables.
-import { and, eq, sql, type SQL } from "drizzle-orm";
-import type { AnyPgColumn } from "drizzle-orm/pg-core";
+// Role bindings in the database. A binding is read hydrated, in one query joining its identity, group and
+// role (the foreign keys make the inner joins total).
+import { and, eq, inArray } from "drizzle-orm";
+import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { RoleBindingSchema } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { groups, identities, roleBindings, roles } from "../db/schema/index.js";
+import { groups, identities, roleBindings, roles, type HydratedRoleBindingRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { alreadyExists, isUniqueViolation } from "../kernel/errors/index.js";
-import {
-  countExpression,
-  keysetPage,
-  pageColumns,
-  type AnyPgDatabase,
-  type ListPage,
-  type ListPlan,
-  type OrderColumns,
-} from "../kernel/list/index.js";
-import { uidpPredicate } from "../kernel/uidp.js";
-
-/** The ResourceInfo type of role bindings. */
-export const ROLE_BINDING_TYPE = "chainguard.platform.iam.v2.RoleBinding";
+import { alreadyExists } from "../kernel/errors/index.js";
+import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
+import { resourceStore, type Executor } from "../kernel/store.js";
+import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
 
 const hydratedFields = {
   uid: roleBindings.uid,
@@ -38,27 +29,6 @@ const hydratedFields = {
   roleDescription: roles.description,
 };
 
-/** A binding with the fields of its identity, group and role. */
-export interface HydratedBinding {
-  uid: string;
-  groupUid: string;
-  identityUid: string;
-  roleUid: string;
-  createTime: Date;
-  updateTime: Date;
-  identityName: string;
-  identityDescription: string;
-  identitySubject: string | null;
-  identityIssuer: string | null;
-  identityEmail: string;
-  groupName: string;
-  groupDescription: string;
-  roleName: string;
-  roleDescription: string;
-}
-
-export type BindingRow = typeof roleBindings.$inferSelect;
-
 /** The order_by keys of ListRoleBindings mapped to columns. */
 export const bindingOrderColumns: OrderColumns = {
   create_time: roleBindings.createTime,
@@ -66,39 +36,7 @@ export const bindingOrderColumns: OrderColumns = {
   uid: roleBindings.uid,
 };
 
-function hydrated(db: AnyPgDatabase) {
-  return db
-    .select(hydratedFields)
-    .from(roleBindings)
-    .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
-    .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
-    .innerJoin(roles, eq(roles.uid, roleBindings.roleUid));
-}
-
-function uidIn(column: AnyPgColumn, uids: readonly string[]): SQL {
-  return sql`${column} in (${sql.join(uids.map((u) => sql`${u}`), sql`, `)})`;
-}
-
-export async function findHydrated(db: AnyPgDatabase, uid: string): Promise<HydratedBinding | undefined> {
-  const [row] = await hydrated(db).where(eq(roleBindings.uid, uid));
-  return row;
-}
-
-/** Hydrated bindings by uid, in the order of `uids`. */
-export async function findHydratedMany(db: AnyPgDatabase, uids: readonly string[]): Promise<HydratedBinding[]> {
-  if (uids.length === 0) return [];
-  const rows = await hydrated(db).where(uidIn(roleBindings.uid, uids));
-  const byUid = new Map(rows.map((r) => [r.uid, r]));
-  return uids.map((u) => byUid.get(u)).filter((r): r is HydratedBinding => r !== undefined);
-}
-
-/** The plain row, locked for update. */
-export async function lockBinding(db: AnyPgDatabase, uid: string): Promise<BindingRow | undefined> {
-  const [row] = await db.select().from(roleBindings).where(eq(roleBindings.uid, uid)).for("update");
-  return row;
-}
-
-export interface BindingListFilters {
+export interface BindingListFilter {
   uidp: UIDPFilter | undefined;
   identity: string;
   group: string;
@@ -107,90 +45,91 @@ export interface BindingListFilters {
   scopes: readonly string[];
 }
 
-/** One keyset query with the joins for the page; its count (first page only, a subquery) needs no join. */
-export async function listBindings(db: AnyPgDatabase, plan: ListPlan, f: BindingListFilters): Promise<ListPage<HydratedBinding>> {
-  const where = and(
-    scopePredicate(roleBindings.groupUid, f.scopes),
-    uidpPredicate(f.uidp, { uid: roleBindings.uid, parent: roleBindings.groupUid }),
-    f.identity ? eq(roleBindings.identityUid, f.identity) : undefined,
-    f.group ? eq(roleBindings.groupUid, f.group) : undefined,
-    f.role ? eq(roleBindings.roleUid, f.role) : undefined,
-  );
-  const total = countExpression(roleBindings, where);
-  const query = db
-    .select({ row: hydratedFields, ...pageColumns(plan, bindingOrderColumns, total) })
-    .from(roleBindings)
-    .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
-    .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
-    .innerJoin(roles, eq(roles.uid, roleBindings.roleUid))
-    .$dynamic();
-  return keysetPage(db, query, { plan, orderColumns: bindingOrderColumns, where, total });
-}
-
-export async function findGroup(db: AnyPgDatabase, uid: string): Promise<{ uid: string } | undefined> {
-  const [row] = await db.select({ uid: groups.uid }).from(groups).where(eq(groups.uid, uid));
-  return row;
-}
-
-/** Which of `uids` name an identity (one query). */
-export async function existingIdentities(db: AnyPgDatabase, uids: readonly string[]): Promise<Set<string>> {
-  if (uids.length === 0) return new Set();
-  const rows = await db
-    .select({ uid: identities.uid })
-    .from(identities)
-    .where(uidIn(identities.uid, [...new Set(uids)]));
-  return new Set(rows.map((r) => r.uid));
-}
-
-export interface NewBinding {
-  uid: string;
-  groupUid: string;
+/** What a binding grants: an identity a role. */
+export interface BindingTargetRow {
   identityUid: string;
   roleUid: string;
 }
 
-/**
- * Inserts bindings (ON CONFLICT DO NOTHING on (group, identity, role), so a concurrent duplicate cannot fail
- * the statement) and throws ALREADY_EXISTS, naming the existing binding, for the first one that already
- * existed. The caller runs this in a transaction, so one duplicate leaves nothing behind.
- */
-export async function insertBindings(db: AnyPgDatabase, rows: readonly NewBinding[]): Promise<void> {
-  if (rows.length === 0) return;
-  const inserted = await db
-    .insert(roleBindings)
-    .values([...rows])
-    .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
-    .returning({ uid: roleBindings.uid });
-  if (inserted.length === rows.length) return;
-  const done = new Set(inserted.map((r) => r.uid));
-  const dup = rows.find((r) => !done.has(r.uid))!;
-  throw await duplicateOf(db, dup);
+export function createRoleBindingStore(db: Executor) {
+  /** Bindings with their identity, group and role. */
+  const hydrated = () =>
+    db
+      .select(hydratedFields)
+      .from(roleBindings)
+      .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
+      .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
+      .innerJoin(roles, eq(roles.uid, roleBindings.roleUid));
+
+  const base = resourceStore(db, {
+    table: roleBindings,
+    type: RoleBindingSchema.typeName,
+    parentType: GroupSchema.typeName,
+    // (group, identity, role) is unique: a second binding of it names the first. The text stays short.
+    unique: {
+      columns: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid],
+      async taken(on, row) {
+        const b = row as { groupUid: string; identityUid: string; roleUid: string };
+        const [existing] = await on
+          .select({ uid: roleBindings.uid })
+          .from(roleBindings)
+          .where(and(eq(roleBindings.groupUid, b.groupUid), eq(roleBindings.identityUid, b.identityUid), eq(roleBindings.roleUid, b.roleUid)));
+        return alreadyExists(RoleBindingSchema.typeName, existing?.uid ?? "", "a role binding of this identity to this role on this group already exists");
+      },
+    },
+  });
+
+  return {
+    ...base,
+
+    /** Creates bindings on the group `parent`, all or none: NOT_FOUND for a missing group, ALREADY_EXISTS for a taken one. */
+    create(parent: string, targets: readonly BindingTargetRow[]) {
+      return base.insert(parent, targets.map((t) => ({ uid: newChildUid(parent), groupUid: parent, ...t })));
+    },
+
+    async findHydrated(uid: string): Promise<HydratedRoleBindingRow | undefined> {
+      const [row] = await hydrated().where(eq(roleBindings.uid, uid));
+      return row;
+    },
+
+    /** Hydrated bindings by uid, in the order of `uids`. */
+    async findHydratedMany(uids: readonly string[]): Promise<HydratedRoleBindingRow[]> {
+      if (uids.length === 0) return [];
+      const rows = await hydrated().where(inArray(roleBindings.uid, [...uids]));
+      const byUid = new Map(rows.map((r) => [r.uid, r]));
+      return uids.map((u) => byUid.get(u)).filter((r): r is HydratedRoleBindingRow => r !== undefined);
+    },
+
+    /** Which of `uids` name an identity (one query). */
+    async existingIdentities(uids: readonly string[]): Promise<Set<string>> {
+      if (uids.length === 0) return new Set();
+      const rows = await db
+        .select({ uid: identities.uid })
+        .from(identities)
+        .where(inArray(identities.uid, [...new Set(uids)]));
+      return new Set(rows.map((r) => r.uid));
+    },
+
+    /** One keyset query with the joins for the page; its count (first page only, a subquery) needs no join. */
+    list(plan: ListPlan, filter: BindingListFilter): Promise<ListPage<HydratedRoleBindingRow>> {
+      const where = and(
+        scopePredicate(roleBindings.groupUid, filter.scopes),
+        uidpPredicate(filter.uidp, { uid: roleBindings.uid, parent: roleBindings.groupUid }),
+        filter.identity ? eq(roleBindings.identityUid, filter.identity) : undefined,
+        filter.group ? eq(roleBindings.groupUid, filter.group) : undefined,
+        filter.role ? eq(roleBindings.roleUid, filter.role) : undefined,
+      );
+      const total = countExpression(roleBindings, where);
+      const query = db
+        .select({ row: hydratedFields, ...pageColumns(plan, bindingOrderColumns, total) })
+        .from(roleBindings)
+        .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
+        .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
+        .innerJoin(roles, eq(roles.uid, roleBindings.roleUid))
+        .$dynamic();
+      return keysetPage(db, query, { plan, orderColumns: bindingOrderColumns, where, total });
+    },
+  };
 }
 
-async function duplicateOf(db: AnyPgDatabase, b: Omit<NewBinding, "uid">) {
-  const [existing] = await db
-    .select({ uid: roleBindings.uid })
-    .from(roleBindings)
-    .where(and(eq(roleBindings.groupUid, b.groupUid), eq(roleBindings.identityUid, b.identityUid), eq(roleBindings.roleUid, b.roleUid)));
-  // The existing binding is named in ResourceInfo; the text stays short (errors are kept small).
-  return alreadyExists(ROLE_BINDING_TYPE, existing?.uid ?? "", "a role binding of this identity to this role on this group already exists");
-}
-
-/** Changes a binding's identity and role; ALREADY_EXISTS when another binding has that combination. */
-export async function updateBinding(db: AnyPgDatabase, current: BindingRow, next: { identityUid: string; roleUid: string }): Promise<void> {
-  try {
-    // A savepoint, so a unique violation can be answered with a query in the same transaction.
-    await db.transaction(async (sp) => {
-      await sp.update(roleBindings).set({ ...next, updateTime: sql`now()` }).where(eq(roleBindings.uid, current.uid));
-    });
-  } catch (err) {
-    if (isUniqueViolation(err)) throw await duplicateOf(db, { groupUid: current.groupUid, ...next });
-    throw err;
-  }
-}
-
-/** Deletes a binding; false when there is none with that uid. */
-export async function deleteBinding(db: AnyPgDatabase, uid: string): Promise<boolean> {
-  const deleted = await db.delete(roleBindings).where(eq(roleBindings.uid, uid)).returning({ uid: roleBindings.uid });
-  return deleted.length > 0;
-}
+export type RoleBindingStore = ReturnType<typeof createRoleBindingStore>;

@@ -3,10 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { RoleSchema, type Role } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import type { RoleRow } from "./roles.store.js";
-
-/** The ResourceInfo type of roles in NOT_FOUND errors. */
-export const ROLE_TYPE = RoleSchema.typeName;
+import type { RoleRow } from "../db/schema/index.js";
 
 export function toRole(row: RoleRow): Role {
   return create(RoleSchema, {

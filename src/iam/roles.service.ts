@@ -11,17 +11,17 @@
 //   grants anything.
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ListRolesResponseSchema, RoleSchema, RolesService, type Role } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import { accessOf, listScopesOf } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, permissionDenied, type FieldViolation } from "../kernel/errors/index.js";
-import { applyUpdate } from "../kernel/field-mask.js";
-import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
-import { isRootUid, isValidUid, newChildUid, parentOf } from "../kernel/uidp.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
-import { ROLE_TYPE, toRole } from "./roles.mapper.js";
+import { accessOf, listScopesOf, requireRuleAt } from "../kernel/auth/index.js";
+import { invalidArgument, permissionDenied, throwIfAny, type FieldViolation } from "../kernel/errors/index.js";
+import { defineListSpec, pageFields } from "../kernel/list/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { under, updateUnderLock } from "../kernel/update.js";
+import { isRootUid, isValidUid, parentOf } from "../kernel/uidp.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { toRole } from "./roles.mapper.js";
 import { capabilityViolations, normalizeCapabilities, requireNoEscalation } from "./roles.rules.js";
-import * as store from "./roles.store.js";
+import { createRoleStore } from "./roles.store.js";
 
 export const roleListSpec = defineListSpec({
   name: "iam.v2.ListRoles",
@@ -40,54 +40,39 @@ function refuseManaged(uid: string): void {
   if (isRootUid(uid)) throw permissionDenied(`Permission denied: ${JSON.stringify(uid)} is a managed role (or not a role); managed roles cannot be changed or deleted`);
 }
 
-/** Name and capabilities of a role about to be written, as violations on `role.*`. */
+/** Name and capabilities of a role about to be written, as violations relative to the role. */
 function roleViolations(role: Pick<Role, "name" | "capabilities">, checkCapabilities: boolean): FieldViolation[] {
   const out: FieldViolation[] = [];
-  if (role.name.trim() === "") out.push({ field: "role.name", description: "is required" });
-  if (checkCapabilities) out.push(...capabilityViolations(role.capabilities, "role.capabilities"));
+  if (role.name.trim() === "") out.push({ field: "name", description: "is required" });
+  if (checkCapabilities) out.push(...capabilityViolations(role.capabilities, "capabilities"));
   return out;
 }
 
 export function rolesBindings(deps: DomainDeps): ServiceBinding[] {
-  const { db } = deps;
+  const roles = storeFactory(deps.db, createRoleStore);
 
   const impl: ServiceImpl<typeof RolesService> = {
     async getRole(req, ctx) {
       requireUid(req.uid, "uid");
+      // A custom role is read with the rule's capability on its group, checked before anything is read.
       const group = parentOf(req.uid);
-      if (group !== undefined) await accessOf(ctx).require(group, [Capability.CAP_IAM_ROLES_LIST]);
-      const row = await store.findRole(db, req.uid);
-      if (!row) throw notFound(ROLE_TYPE, req.uid);
-      return toRole(row);
+      if (group !== undefined) await requireRuleAt(ctx, group);
+      return toRole(await roles(ctx).get(req.uid));
     },
 
     async listRoles(req, ctx) {
       const scopes = await listScopesOf(ctx);
-      const plan = parseListRequest(req, roleListSpec, {
-        secret: deps.pageTokenSecret,
-        filters: { uidp: req.uidp, name: req.name },
-        scope: scopes,
-      });
-      const page = await store.listRoles(db, plan, { uidp: req.uidp, name: req.name, scopes });
+      const page = await roles(ctx).list(deps.lists.plan(req, roleListSpec, scopes), { uidp: req.uidp, name: req.name, scopes });
       return create(ListRolesResponseSchema, { roles: page.rows.map(toRole), ...pageFields(page) });
     },
 
     async createRole(req, ctx) {
       // parent: checked by the interceptor (CAP_IAM_ROLES_CREATE).
       if (!req.role) throw invalidArgument({ field: "role", description: "is required" });
-      const violations = roleViolations(req.role, true);
-      if (violations.length > 0) throw invalidArgument(violations);
+      throwIfAny(under("role", roleViolations(req.role, true)));
       const capabilities = normalizeCapabilities(req.role.capabilities);
-      const held = await accessOf(ctx).capabilitiesAt(req.parent);
-      requireNoEscalation(held, capabilities, req.parent, "the role");
-      const row = await store.insertRole(db, {
-        uid: newChildUid(req.parent),
-        parentUid: req.parent,
-        name: req.role.name,
-        description: req.role.description,
-        capabilities,
-      });
-      return toRole(row);
+      requireNoEscalation(await accessOf(ctx).capabilitiesAt(req.parent), capabilities, req.parent, "the role");
+      return toRole(await roles(ctx).create(req.parent, { name: req.role.name, description: req.role.description, capabilities }));
     },
 
     async updateRole(req, ctx) {
@@ -97,30 +82,30 @@ export function rolesBindings(deps: DomainDeps): ServiceBinding[] {
       refuseManaged(patch.uid);
       const group = parentOf(patch.uid)!;
       const held = await accessOf(ctx).capabilitiesAt(group);
-      const row = await db.transaction(async (tx) => {
-        const current = await store.findRole(tx, patch.uid, "update");
-        if (!current || current.managed) throw notFound(ROLE_TYPE, patch.uid);
-        const before = toRole(current);
-        const { message: after, changed } = applyUpdate(RoleSchema, before, patch, req.updateMask);
-        if (changed.length === 0) return current;
-        const capsChanged = changed.includes("capabilities");
-        const violations = roleViolations(after, capsChanged);
-        if (violations.length > 0) throw invalidArgument(violations);
-        const capabilities = normalizeCapabilities(after.capabilities);
-        const added = capabilities.filter((c) => !current.capabilities.includes(c));
-        requireNoEscalation(held, added, group, "the role");
-        return store.updateRole(tx, patch.uid, { name: after.name, description: after.description, capabilities });
+      const row = await updateUnderLock(roles(ctx), patch.uid, patch, req.updateMask, {
+        schema: RoleSchema,
+        field: "role",
+        toMessage: toRole,
+        toFields: (next) => ({ name: next.name, description: next.description, capabilities: normalizeCapabilities(next.capabilities) }),
+        check: (next, changed, current) => {
+          const violations = roleViolations(next, changed.includes("capabilities"));
+          if (violations.length > 0) return violations;
+          // Escalation counts only the capabilities being added: removing one, or renaming, grants nothing.
+          const added = normalizeCapabilities(next.capabilities).filter((c) => !current.capabilities.includes(c));
+          requireNoEscalation(held, added, group, "the role");
+          return [];
+        },
       });
       return toRole(row);
     },
 
-    async deleteRole(req) {
+    async deleteRole(req, ctx) {
       // uid: checked by the interceptor (CAP_IAM_ROLES_DELETE).
       refuseManaged(req.uid);
-      if (!(await store.deleteRole(db, req.uid))) throw notFound(ROLE_TYPE, req.uid);
+      await roles(ctx).remove(req.uid);
       return {};
     },
   };
 
-  return [{ service: RolesService, impl }];
+  return [bindService(RolesService, impl)];
 }

@@ -1,10 +1,10 @@
 // PingService: answers without credentials, so a client can check it reaches the service.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
-import type { ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../server/bindings.js";
 
-const impl: Partial<ServiceImpl<typeof PingService>> = {
+const impl: ServiceImpl<typeof PingService> = {
   ping: () => ({ response: "pong" }),
 };
 
-export const pingBindings: ServiceBinding[] = [{ service: PingService, impl }];
+export const pingBindings: ServiceBinding[] = [bindService(PingService, impl)];

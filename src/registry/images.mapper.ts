@@ -4,7 +4,7 @@
 // request may name an architecture alone ("amd64": any os), an os and architecture ("linux/arm64": any
 // variant) or all three. Index entries with no platform, or "unknown/unknown" (the attestation manifests
 // BuildKit adds to an index), provide no platform and are skipped.
-import type { ManifestRow } from "./images.store.js";
+import type { ManifestRow } from "../db/schema/index.js";
 
 export interface PlatformEntry {
   platform: string;
@@ -12,8 +12,6 @@ export interface PlatformEntry {
   digest: string;
 }
 
-/** Resource type named in NOT_FOUND errors for a manifest (the registry's, not an API message). */
-export const MANIFEST_TYPE = "chainguard.platform.registry.v2.Manifest";
 
 /** An architecture as a request may give it: one to three segments of [a-z0-9._-]. */
 export const ARCHITECTURE_PATTERN = /^[a-z0-9._-]+(?:\/[a-z0-9._-]+){0,2}$/;

@@ -17,22 +17,14 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ArchitecturesSchema, ImagesService, SizeSchema } from "../../gen/chainguard/platform/registry/v2/images_pb.js";
-import type { Db } from "../db/client.js";
 import { failedPrecondition, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
-import { ARCHITECTURE_PATTERN, architecturesOf, MANIFEST_TYPE, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
-import { findManifest, repoExists, type ManifestRow } from "./images.store.js";
-import { REPO_TYPE } from "./repos.store.js";
+import type { ManifestRow } from "../db/schema/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { ARCHITECTURE_PATTERN, architecturesOf, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
+import { createManifestStore, MANIFEST_TYPE } from "./images.store.js";
 import { digestViolations } from "./tags.mapper.js";
 
-
-/** The manifest, or NOT_FOUND naming the repo (when it is missing) or the manifest. */
-async function requireManifest(db: Db, repoUid: string, digest: string): Promise<ManifestRow> {
-  const row = await findManifest(db, repoUid, digest);
-  if (row) return row;
-  if (!(await repoExists(db, repoUid))) throw notFound(REPO_TYPE, repoUid);
-  throw notFound(MANIFEST_TYPE, `${repoUid}@${digest}`, `The repo ${repoUid} holds no manifest ${digest}`);
-}
 
 const listed = (entries: readonly PlatformEntry[]) => architecturesOf(entries).join(", ") || "none";
 
@@ -66,25 +58,26 @@ function choose(m: ManifestRow, entries: readonly PlatformEntry[], architecture:
 }
 
 export function imagesBindings(deps: DomainDeps): ServiceBinding[] {
-  const { db } = deps;
+  const manifests = storeFactory(deps.db, createManifestStore);
 
   const impl: ServiceImpl<typeof ImagesService> = {
-    async getArchitectures(req) {
+    async getArchitectures(req, ctx) {
       throwIfAny(digestViolations(req.digest));
-      const m = await requireManifest(db, req.repoUid, req.digest);
+      const m = await manifests(ctx).get(req.repoUid, req.digest);
       return create(ArchitecturesSchema, { architectures: architecturesOf(platformEntries(m)) });
     },
 
-    async getSize(req) {
+    async getSize(req, ctx) {
       const violations = digestViolations(req.digest);
       if (req.architecture !== "" && !ARCHITECTURE_PATTERN.test(req.architecture)) {
         violations.push({ field: "architecture", description: 'must be "<arch>", "<os>/<arch>" or "<os>/<arch>/<variant>", for example "amd64" or "linux/arm64"' });
       }
       throwIfAny(violations);
-      const m = await requireManifest(db, req.repoUid, req.digest);
+      const store = manifests(ctx);
+      const m = await store.get(req.repoUid, req.digest);
       const name = `${req.repoUid}@${req.digest}`;
       const entry = choose(m, platformEntries(m), req.architecture, name);
-      const image = m.isIndex && entry ? await requireManifest(db, req.repoUid, entry.digest) : m;
+      const image = m.isIndex && entry ? await store.get(req.repoUid, entry.digest) : m;
       if (image.isIndex || image.size === null) {
         const what = `${req.repoUid}@${image.digest}`;
         throw failedPrecondition({
@@ -97,5 +90,5 @@ export function imagesBindings(deps: DomainDeps): ServiceBinding[] {
     },
   };
 
-  return [{ service: ImagesService, impl }];
+  return [bindService(ImagesService, impl)];
 }

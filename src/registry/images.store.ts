@@ -1,32 +1,32 @@
-// Manifest reads for ImagesService. Manifests rows are written by the OCI layout import; this side only reads
-// them, by primary key (repo_uid, digest).
-import { and, eq, inArray } from "drizzle-orm";
-import type { Db } from "../db/client.js";
-import { manifests, repos } from "../db/schema/index.js";
+// Manifests in the database, for ImagesService. Their rows are written by the OCI layout import; this side
+// only reads them, by primary key (repo_uid, digest).
+import { and, eq } from "drizzle-orm";
+import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { manifests, repos, type ManifestRow } from "../db/schema/index.js";
+import { notFound } from "../kernel/errors/index.js";
+import type { Executor } from "../kernel/store.js";
 
-export type ManifestRow = typeof manifests.$inferSelect;
+/**
+ * The resource type named when a repo holds no such manifest (the contract has no Manifest message: images
+ * are addressed as `<repo uid>@<digest>`).
+ */
+export const MANIFEST_TYPE = "chainguard.platform.registry.v2.Manifest";
 
-/** The manifest `digest` of the repo, or undefined. */
-export async function findManifest(db: Db, repoUid: string, digest: string): Promise<ManifestRow | undefined> {
-  const [row] = await db
-    .select()
-    .from(manifests)
-    .where(and(eq(manifests.repoUid, repoUid), eq(manifests.digest, digest)));
-  return row;
+export function createManifestStore(db: Executor) {
+  return {
+    /** The manifest `digest` of the repo, or NOT_FOUND naming the repo (when it is missing) or the manifest. */
+    async get(repoUid: string, digest: string): Promise<ManifestRow> {
+      const [row] = await db
+        .select()
+        .from(manifests)
+        .where(and(eq(manifests.repoUid, repoUid), eq(manifests.digest, digest)));
+      if (row) return row;
+      // Asked only on this error path, to tell a missing repo from a missing manifest.
+      const [repo] = await db.select({ uid: repos.uid }).from(repos).where(eq(repos.uid, repoUid));
+      if (!repo) throw notFound(RepoSchema.typeName, repoUid);
+      throw notFound(MANIFEST_TYPE, `${repoUid}@${digest}`, `The repo ${repoUid} holds no manifest ${digest}`);
+    },
+  };
 }
 
-/** The manifests of the repo among `digests` (those it holds), by digest. */
-export async function findManifests(db: Db, repoUid: string, digests: readonly string[]): Promise<Map<string, ManifestRow>> {
-  if (digests.length === 0) return new Map();
-  const rows = await db
-    .select()
-    .from(manifests)
-    .where(and(eq(manifests.repoUid, repoUid), inArray(manifests.digest, [...new Set(digests)])));
-  return new Map(rows.map((r) => [r.digest, r]));
-}
-
-/** Whether the repo exists (asked only to tell a missing repo from a missing manifest). */
-export async function repoExists(db: Db, uid: string): Promise<boolean> {
-  const [row] = await db.select({ uid: repos.uid }).from(repos).where(eq(repos.uid, uid));
-  return row !== undefined;
-}
+export type ManifestStore = ReturnType<typeof createManifestStore>;

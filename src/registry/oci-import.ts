@@ -14,11 +14,12 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
-import { manifests, repos, tags } from "../db/schema/index.js";
+import { manifests } from "../db/schema/index.js";
 import { isValidDigest } from "./tag-kind.js";
-import { upsertTag } from "./tags.store.js";
+import { createRepoStore } from "./repos.store.js";
+import { createTagStore } from "./tags.store.js";
 
 export const MEDIA_TYPES = {
   ociManifest: "application/vnd.oci.image.manifest.v1+json",
@@ -222,8 +223,7 @@ export async function importOciLayout(db: Db, opts: ImportOptions): Promise<Impo
   const skipped: ImportResult["skipped"] = [];
   const warnings: string[] = [];
 
-  const [repo] = await db.select({ uid: repos.uid }).from(repos).where(eq(repos.uid, repoUid));
-  if (!repo) throw new OciImportError(`repo ${repoUid} does not exist`);
+  if (!(await createRepoStore(db).find(repoUid))) throw new OciImportError(`repo ${repoUid} does not exist`);
 
   // oci-layout
   let layoutText: Buffer;
@@ -437,16 +437,12 @@ export async function importOciLayout(db: Db, opts: ImportOptions): Promise<Impo
   for (let i = 0; i < tagList.length; i += WRITE_BATCH) {
     const batch = tagList.slice(i, i + WRITE_BATCH);
     await db.transaction(async (tx) => {
-      const t = tx as unknown as Db;
-      const existing = await t
-        .select({ name: tags.name, digest: tags.digest, deprecated: tags.deprecated, bundles: tags.bundles })
-        .from(tags)
-        .where(and(eq(tags.repoUid, repoUid), inArray(tags.name, batch.map(([name]) => name))));
-      const before = new Map(existing.map((e) => [e.name, e]));
+      const store = createTagStore(tx);
+      const before = new Map((await store.byNames(repoUid, batch.map(([name]) => name))).map((e) => [e.name, e]));
       for (const [name, digest] of batch) {
         const was = before.get(name);
         // An existing tag keeps its deprecated flag and bundles: the import moves only the digest.
-        await upsertTag(t, { repoUid, name, digest, ...(was ? { deprecated: was.deprecated, bundles: was.bundles } : {}) });
+        await store.upsert({ repoUid, name, digest, ...(was ? { deprecated: was.deprecated, bundles: was.bundles } : {}) });
         if (was === undefined) created++;
         else if (was.digest !== digest) tagsUpdated++;
       }

@@ -11,7 +11,7 @@ import {
   type RepoReadme,
 } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { applyUpdate } from "../kernel/field-mask.js";
-import type { ReadmeRow, RepoFields, RepoRow } from "./repos.store.js";
+import type { ReadmeRow, RepoFields, RepoRow } from "../db/schema/index.js";
 
 const REPLACE_ALL = create(FieldMaskSchema, { paths: ["*"] });
 

@@ -17,13 +17,14 @@ import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ListReposResponseSchema, RepoReadmeSchema, RepoSchema, ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { listScopesOf } from "../kernel/auth/index.js";
-import { applyUpdate } from "../kernel/field-mask.js";
-import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { throwIfAny } from "../kernel/errors/index.js";
+import { defineListSpec, pageFields } from "../kernel/list/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { under, updateUnderLock } from "../kernel/update.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { repoFields, toRepo, toRepoReadme, writableRepo } from "./repos.mapper.js";
 import { createRepoStore } from "./repos.store.js";
 import { readmeViolations, repoViolations } from "./repos.validate.js";
-import { throwIfAny } from "../kernel/errors/index.js";
 
 export const repoList = defineListSpec({
   name: "registry.v2.ListRepos",
@@ -33,58 +34,58 @@ export const repoList = defineListSpec({
 });
 
 export function reposBindings(deps: DomainDeps): ServiceBinding[] {
-  const store = createRepoStore(deps.db);
+  const repos = storeFactory(deps.db, createRepoStore);
 
   const impl: ServiceImpl<typeof ReposService> = {
-    async createRepo(req) {
+    async createRepo(req, ctx) {
       const repo = writableRepo(req.repo ?? create(RepoSchema));
-      throwIfAny(repoViolations(repo));
-      return toRepo(await store.create(req.parent, repoFields(repo)));
+      throwIfAny(under("repo", repoViolations(repo)));
+      return toRepo(await repos(ctx).create(req.parent, repoFields(repo)));
     },
 
-    async getRepo(req) {
-      return toRepo(await store.require(req.uid));
+    async getRepo(req, ctx) {
+      return toRepo(await repos(ctx).get(req.uid));
     },
 
     async listRepos(req, ctx) {
       const scopes = await listScopesOf(ctx);
-      const filter = { uidp: req.uidp, name: req.name ?? "" };
-      const plan = parseListRequest(req, repoList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
-      const page = await store.list(plan, { scopes, ...filter });
+      const page = await repos(ctx).list(deps.lists.plan(req, repoList, scopes), { scopes, uidp: req.uidp, name: req.name ?? "" });
       return create(ListReposResponseSchema, { repos: page.rows.map(toRepo), ...pageFields(page) });
     },
 
-    async updateRepo(req) {
-      const patch = req.repo ?? create(RepoSchema);
-      const row = await store.update(patch.uid, (current) => {
-        const { message, changed } = applyUpdate(RepoSchema, toRepo(current), patch, req.updateMask);
-        if (changed.length === 0) return undefined;
-        throwIfAny(repoViolations(message, changed));
-        return repoFields(message);
+    async updateRepo(req, ctx) {
+      const row = await updateUnderLock(repos(ctx), req.repo?.uid ?? "", req.repo, req.updateMask, {
+        schema: RepoSchema,
+        field: "repo",
+        toMessage: toRepo,
+        toFields: repoFields,
+        check: (next, changed) => repoViolations(next, changed),
       });
       return toRepo(row);
     },
 
-    async deleteRepo(req) {
-      await store.delete(req.uid);
+    async deleteRepo(req, ctx) {
+      await repos(ctx).remove(req.uid);
       return {};
     },
 
-    async getRepoReadme(req) {
-      return toRepoReadme(await store.readme(req.uid));
+    async getRepoReadme(req, ctx) {
+      return toRepoReadme(await repos(ctx).readmes.get(req.uid));
     },
 
-    async updateRepoReadme(req) {
+    async updateRepoReadme(req, ctx) {
       const patch = req.repoReadme ?? create(RepoReadmeSchema);
       // Checked before the row is locked: a too-large readme never reaches the database.
-      throwIfAny(readmeViolations(patch.content));
-      const row = await store.updateReadme(patch.uid, (current) => {
-        const { message, changed } = applyUpdate(RepoReadmeSchema, toRepoReadme(current), patch, req.updateMask);
-        return changed.length === 0 ? undefined : message.content;
+      throwIfAny(under("repo_readme", readmeViolations(patch.content)));
+      const row = await updateUnderLock(repos(ctx).readmes, patch.uid, patch, req.updateMask, {
+        schema: RepoReadmeSchema,
+        field: "repo_readme",
+        toMessage: toRepoReadme,
+        toFields: (next) => next.content,
       });
       return toRepoReadme(row);
     },
   };
 
-  return [{ service: ReposService, impl }];
+  return [bindService(ReposService, impl)];
 }

@@ -5,10 +5,7 @@ import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { TagSchema, type Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import type { FieldViolation } from "../kernel/errors/index.js";
 import { isValidDigest } from "./tag-kind.js";
-import type { TagRow, TagWrite } from "./tags.store.js";
-
-/** Resource type named in NOT_FOUND errors. */
-export const TAG_TYPE = "chainguard.platform.registry.v2.Tag";
+import type { TagRow, TagWrite } from "../db/schema/index.js";
 
 /** OCI distribution tag grammar. */
 export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;

@@ -16,13 +16,13 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { ListTagsResponseSchema, TagSchema, TagsService, type ListTagsRequest } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { TagKind } from "../db/schema/index.js";
 import { listScopesOf } from "../kernel/auth/index.js";
-import { throwIfAny, underParent, type FieldViolation } from "../kernel/errors/index.js";
-import { defineListSpec, pageFields, parseListRequest } from "../kernel/list/index.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
-import { REPO_TYPE } from "./repos.store.js";
+import { throwIfAny, type FieldViolation } from "../kernel/errors/index.js";
+import { defineListSpec, pageFields } from "../kernel/list/index.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
+import { under } from "../kernel/update.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { digestViolations, instantText, tagViolations, tagWrite, toTag } from "./tags.mapper.js";
-import { deleteTag, listTags, requireTag, type TagListFilter } from "./tags.queries.js";
-import { upsertTag } from "./tags.store.js";
+import { createTagStore, type TagListFilter } from "./tags.store.js";
 
 export const tagList = defineListSpec({
   name: "registry.v2.ListTags",
@@ -30,8 +30,6 @@ export const tagList = defineListSpec({
   orderBy: ["name", "create_time", "update_time"],
   defaultOrder: "name",
 });
-
-
 
 /** The tag kinds a ListTags request lists: regular tags always, the others when asked. */
 export function kindsOf(req: Pick<ListTagsRequest, "includeReferrers" | "includeDates" | "includeEpochs">): number[] {
@@ -43,7 +41,7 @@ export function kindsOf(req: Pick<ListTagsRequest, "includeReferrers" | "include
 }
 
 /** The filter fields of a ListTags request (without the caller's scopes), validated. */
-function listFilterOf(req: ListTagsRequest): Omit<TagListFilter, "scopes"> {
+export function listFilterOf(req: ListTagsRequest): Omit<TagListFilter, "scopes"> {
   const violations: FieldViolation[] = [];
   if (req.digest) violations.push(...digestViolations(req.digest));
   let updatedSince: string | undefined;
@@ -56,32 +54,31 @@ function listFilterOf(req: ListTagsRequest): Omit<TagListFilter, "scopes"> {
 }
 
 export function tagsBindings(deps: DomainDeps): ServiceBinding[] {
-  const { db } = deps;
+  const tags = storeFactory(deps.db, createTagStore);
 
   const impl: ServiceImpl<typeof TagsService> = {
-    async getTag(req) {
-      return toTag(await requireTag(db, req.uid));
+    async getTag(req, ctx) {
+      return toTag(await tags(ctx).get(req.uid));
     },
 
     async listTags(req, ctx) {
       const filter = listFilterOf(req);
       const scopes = await listScopesOf(ctx);
-      const plan = parseListRequest(req, tagList, { secret: deps.pageTokenSecret, filters: filter, scope: scopes });
-      const page = await listTags(db, plan, { scopes, ...filter });
+      const page = await tags(ctx).list(deps.lists.plan(req, tagList, scopes), { scopes, ...filter });
       return create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });
     },
 
-    async createTag(req) {
+    async createTag(req, ctx) {
       const tag = req.tag ?? create(TagSchema);
-      throwIfAny(tagViolations(tag));
-      return toTag(await underParent(REPO_TYPE, req.parent, () => upsertTag(db, tagWrite(req.parent, tag))));
+      throwIfAny(under("tag", tagViolations(tag)));
+      return toTag(await tags(ctx).upsert(tagWrite(req.parent, tag)));
     },
 
-    async deleteTag(req) {
-      await deleteTag(db, req.uid);
+    async deleteTag(req, ctx) {
+      await tags(ctx).remove(req.uid);
       return {};
     },
   };
 
-  return [{ service: TagsService, impl }];
+  return [bindService(TagsService, impl)];
 }

@@ -1,50 +1,123 @@
-// Tag writes shared by TagsService and the OCI layout import.
-import { sql } from "drizzle-orm";
-import type { Db } from "../db/client.js";
-import { tags } from "../db/schema/index.js";
-import { newChildUid } from "../kernel/uidp.js";
+// Tags in the database: the store of TagsService and of the OCI layout import.
+//
+// List shape and its indexes: the common query is `uidp.children_of=<repo>` with the default kinds, which is
+// `repo_uid = $1 AND kind IN (...)` ordered by (name|update_time|uid, uid): served by the (repo_uid, kind, K,
+// uid) indexes, a single range scan when one kind is listed (the default). The total of such a query (no
+// name, digest or updated_since filter) is the sum of the maintained per-(repo, kind) counters in tag_counts:
+// a primary-key read, whatever the repo's size. Any other filter counts once, on the first page, and the
+// kernel carries that total in the page token.
+import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { TagSchema } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { tagCounts, tags, type TagRow, type TagWrite } from "../db/schema/index.js";
+import { scopePredicate } from "../kernel/auth/index.js";
+import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import { resourceStore, underParent, type Executor } from "../kernel/store.js";
+import { isWithin, newChildUid, uidpPredicate } from "../kernel/uidp.js";
 import { tagKindOf } from "./tag-kind.js";
 
-export type TagRow = typeof tags.$inferSelect;
-
-export interface TagWrite {
-  repoUid: string;
+export interface TagListFilter {
+  /** The caller's visible scopes: only tags beneath one of them are listed and counted. */
+  scopes: readonly string[];
+  uidp: UIDPFilter | undefined;
+  /** Exact name; empty for any. */
   name: string;
-  /** Must already be validated (isValidDigest). */
+  /** Exact digest; empty for any. */
   digest: string;
-  deprecated?: boolean;
-  bundles?: string[];
+  /** update_time >= this instant (timestamptz text, microseconds kept), when set. */
+  updatedSince: string | undefined;
+  /** The tag kinds listed (TagKind values), never empty. */
+  kinds: readonly number[];
 }
 
-/**
- * Creates the tag, or updates the existing tag of that name in the repo (create is an upsert on (repo, name)).
- * update_time moves only when something changed. Race-safe: concurrent upserts of one name yield one tag.
- */
-export async function upsertTag(db: Db, t: TagWrite): Promise<TagRow> {
-  const [row] = await db
-    .insert(tags)
-    .values({
-      uid: newChildUid(t.repoUid),
-      repoUid: t.repoUid,
-      name: t.name,
-      digest: t.digest,
-      deprecated: t.deprecated ?? false,
-      bundles: t.bundles ?? [],
-      kind: tagKindOf(t.name),
-    })
-    .onConflictDoUpdate({
-      target: [tags.repoUid, tags.name],
-      set: {
-        digest: sql`excluded.digest`,
-        deprecated: sql`excluded.deprecated`,
-        bundles: sql`excluded.bundles`,
-        updateTime: sql`now()`,
-      },
-      setWhere: sql`(${tags.digest}, ${tags.deprecated}, ${tags.bundles}) is distinct from (excluded.digest, excluded.deprecated, excluded.bundles)`,
-    })
-    .returning();
-  if (row) return row;
-  // Nothing changed: return the tag as it is.
-  const [same] = await db.select().from(tags).where(sql`${tags.repoUid} = ${t.repoUid} and ${tags.name} = ${t.name}`);
-  return same!;
+export const tagOrderColumns = {
+  uid: tags.uid,
+  name: tags.name,
+  create_time: tags.createTime,
+  update_time: tags.updateTime,
+} as const;
+
+/** The repo whose tag counters give the total of this filter, or undefined when they cannot. */
+function countedRepo(filter: TagListFilter): string | undefined {
+  const u = filter.uidp;
+  if (!u || !u.childrenOf || u.descendantsOf || u.ancestorsOf || u.inRoot || u.ids.length > 0) return undefined;
+  if (filter.name || filter.digest || filter.updatedSince) return undefined;
+  return u.childrenOf;
 }
+
+/** The number of tags of these kinds in the repo, from the maintained counters (a scalar subquery). */
+export function tagCountExpression(repoUid: string, kinds: readonly number[]): SQL {
+  const kind = kinds.length === 1 ? eq(tagCounts.kind, kinds[0]!) : inArray(tagCounts.kind, [...kinds]);
+  return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where ${and(eq(tagCounts.repoUid, repoUid), kind)})`;
+}
+
+export function createTagStore(db: Executor) {
+  const base = resourceStore(db, { table: tags, type: TagSchema.typeName, parentType: RepoSchema.typeName });
+
+  return {
+    ...base,
+
+    /**
+     * Creates the tag, or moves the existing tag of that name in the repo (an upsert on (repo, name)); NOT_FOUND
+     * naming the repo when it does not exist. update_time moves only when something changed. Race-safe:
+     * concurrent upserts of one name yield one tag.
+     */
+    async upsert(t: TagWrite): Promise<TagRow> {
+      const [row] = await underParent(RepoSchema.typeName, t.repoUid, () =>
+        db
+          .insert(tags)
+          .values({
+            uid: newChildUid(t.repoUid),
+            repoUid: t.repoUid,
+            name: t.name,
+            digest: t.digest,
+            deprecated: t.deprecated ?? false,
+            bundles: t.bundles ?? [],
+            kind: tagKindOf(t.name),
+          })
+          .onConflictDoUpdate({
+            target: [tags.repoUid, tags.name],
+            set: {
+              digest: sql`excluded.digest`,
+              deprecated: sql`excluded.deprecated`,
+              bundles: sql`excluded.bundles`,
+              updateTime: sql`now()`,
+            },
+            setWhere: sql`(${tags.digest}, ${tags.deprecated}, ${tags.bundles}) is distinct from (excluded.digest, excluded.deprecated, excluded.bundles)`,
+          })
+          .returning(),
+      );
+      if (row) return row;
+      // Nothing changed: the tag as it is.
+      const [same] = await db.select().from(tags).where(and(eq(tags.repoUid, t.repoUid), eq(tags.name, t.name)));
+      return same!;
+    },
+
+    /** The repo's tags among `names`. */
+    byNames(repoUid: string, names: readonly string[]): Promise<TagRow[]> {
+      return db
+        .select()
+        .from(tags)
+        .where(and(eq(tags.repoUid, repoUid), inArray(tags.name, [...names])));
+    },
+
+    /** A page of tags within the caller's scopes, filtered. */
+    list(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagRow>> {
+      const kinds = [...filter.kinds];
+      const where = and(
+        scopePredicate(tags.uid, filter.scopes),
+        uidpPredicate(filter.uidp, { uid: tags.uid, parent: tags.repoUid }),
+        kinds.length === 1 ? eq(tags.kind, kinds[0]!) : inArray(tags.kind, kinds),
+        filter.name ? eq(tags.name, filter.name) : undefined,
+        filter.digest ? eq(tags.digest, filter.digest) : undefined,
+        filter.updatedSince ? sql`${tags.updateTime} >= ${filter.updatedSince}::timestamptz` : undefined,
+      );
+      const repo = countedRepo(filter);
+      const total = repo === undefined ? undefined : filter.scopes.some((s) => isWithin(repo, s)) ? tagCountExpression(repo, kinds) : sql`0`;
+      return listPage(db, { table: tags, where, orderColumns: tagOrderColumns, plan, ...(total ? { total } : {}) });
+    },
+  };
+}
+
+export type TagStore = ReturnType<typeof createTagStore>;

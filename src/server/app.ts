@@ -9,6 +9,8 @@ import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { allFiles, apiMethods, apiServices, registry } from "../kernel/descriptors.js";
 import { createErrorBoundary } from "../kernel/errors/index.js";
+import { createListPlanner } from "../kernel/list/index.js";
+import { createUnitOfWork } from "../kernel/unit-of-work.js";
 import { createAuthenticator, createAuthInterceptor, createIdentityLoader, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
 import { createGrantsCache } from "../kernel/auth/grants-cache.js";
 import { createExternalVerifier } from "../kernel/auth/external.js";
@@ -17,7 +19,7 @@ import { log } from "../kernel/log.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
-import type { DomainDeps, ServiceBinding } from "./bindings.js";
+import { bindPartial, type DomainDeps, type ServiceBinding } from "./bindings.js";
 import { grantServiceNames, iamBindings } from "../iam/index.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
@@ -54,27 +56,35 @@ export interface App {
 }
 
 /**
- * Every API service is registered, so every route of the contract exists; a method no domain implements
- * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol. Domains add their implementations here.
+ * What the domains built so far implement. Domains add their bindings here; the authorization matrix and
+ * the outbox tests read this list to find the services they must cover.
  */
-function serviceImplementations(deps: AppDeps, external: ExternalVerifier): Map<string, object> {
+export function domainBindings(domain: DomainDeps): ServiceBinding[] {
+  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain)];
+}
+
+/**
+ * The binding of every API service, so every route of the contract exists: a domain's implementation, an
+ * override, or (a service no domain builds yet) none, whose methods answer UNIMPLEMENTED with ErrorInfo on
+ * every protocol. Domains add their bindings here.
+ */
+function serviceBindings(deps: AppDeps, external: ExternalVerifier): ServiceBinding[] {
   const domain: DomainDeps = {
     db: deps.database.db,
-    pageTokenSecret: deps.pageTokenSecret,
+    lists: createListPlanner({ secret: deps.pageTokenSecret }),
     issuerUrl: deps.issuerUrl,
     keys: deps.keys,
     external,
   };
-  const bindings: ServiceBinding[] = [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...(deps.overrides ?? [])];
-  const impls = new Map<string, object>();
-  for (const { service, impl } of bindings) impls.set(service.typeName, impl);
-  return impls;
+  const bound = new Map<string, ServiceBinding>();
+  for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {
+    bound.set(b.service.typeName, b);
+  }
+  return apiServices.map((service) => bound.get(service.typeName) ?? bindPartial(service, {}));
 }
 
-function registerServices(router: ConnectRouter, impls: ReadonlyMap<string, object>): void {
-  for (const service of apiServices) {
-    router.service(service, (impls.get(service.typeName) ?? {}) as never);
-  }
+function registerServices(router: ConnectRouter, bindings: readonly ServiceBinding[]): void {
+  for (const b of bindings) b.register(router);
 }
 
 export function createApp(deps: AppDeps): App {
@@ -98,14 +108,15 @@ export function createApp(deps: AppDeps): App {
       grantServices: grantServiceNames,
       grantsChanged: grants.clear,
     }),
+    createUnitOfWork({ db: deps.database.db, registry }),
   ];
   const router = createConnectRouter({
     interceptors,
     acceptCompression: [compressionGzip, compressionBrotli],
     jsonOptions: { registry },
   });
-  const impls = serviceImplementations(deps, external);
-  registerServices(router, impls);
+  const bindings = serviceBindings(deps, external);
+  registerServices(router, bindings);
 
   const health = createHealth();
   health.register(router);
@@ -115,7 +126,7 @@ export function createApp(deps: AppDeps): App {
     router.handlers.map((h) => [h.requestPath, withPublicErrors(h, deps.serviceDomain)]),
   );
   const gateway = createRestGateway({
-    register: (restRouter) => registerServices(restRouter, impls),
+    register: (restRouter) => registerServices(restRouter, bindings),
     interceptors,
     methods: apiMethods,
     registry,

@@ -1,18 +1,37 @@
 import type { DescService } from "@bufbuild/protobuf";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
 import type { ExternalVerifier, KeyStore } from "../kernel/auth/index.js";
+import type { ListPlanner } from "../kernel/list/index.js";
 
-/** A domain's implementation of (some methods of) one API service. Missing methods answer UNIMPLEMENTED. */
+/**
+ * A domain's implementation of one API service, made with bindService so the implementation is checked
+ * against the service: a misspelled or missing method fails to compile. Services no domain binds answer
+ * UNIMPLEMENTED on every method.
+ */
 export interface ServiceBinding {
   service: DescService;
-  impl: object;
+  /** Registers the implementation on a router (the server's, and the REST gateway's). */
+  register(router: ConnectRouter): void;
+}
+
+export function bindService<S extends DescService>(service: S, impl: ServiceImpl<S>): ServiceBinding {
+  return { service, register: (router) => void router.service(service, impl) };
+}
+
+/**
+ * Some methods of a service, replacing or completing a domain's (tests inject behaviour with this); the
+ * methods it lacks answer UNIMPLEMENTED.
+ */
+export function bindPartial<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>): ServiceBinding {
+  return { service, register: (router) => void router.service(service, impl) };
 }
 
 /** What a domain's services are built from. */
 export interface DomainDeps {
   db: Db;
-  /** Signs list page tokens (kernel/list). */
-  pageTokenSecret: Uint8Array;
+  /** Plans List requests (page size, order, page tokens signed with the server's secret). */
+  lists: ListPlanner;
   /** This server's issuer URL; also the audience of its access tokens. */
   issuerUrl: string;
   keys: KeyStore;

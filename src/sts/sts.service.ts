@@ -18,7 +18,7 @@ import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kerne
 import { failedPrecondition, invalidArgument, unauthenticated, unimplemented, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
 import { isValidUid } from "../kernel/uidp.js";
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 
 /** The longest lifetime of an exchanged token. */
 export const EXCHANGE_MAX_TTL_SECONDS = 3600;
@@ -63,7 +63,7 @@ function refusal(err: unknown, identity: string): Error {
   }
 }
 
-export function createStsService(deps: DomainDeps): Partial<ServiceImpl<typeof SecurityTokenService>> {
+export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityTokenService> {
   return {
     async exchange(req: ExchangeRequest, ctx: HandlerContext) {
       const token = bearerToken(ctx.requestHeader);
@@ -118,5 +118,5 @@ export function createStsService(deps: DomainDeps): Partial<ServiceImpl<typeof S
 }
 
 export function stsServiceBindings(deps: DomainDeps): ServiceBinding[] {
-  return [{ service: SecurityTokenService, impl: createStsService(deps) }];
+  return [bindService(SecurityTokenService, createStsService(deps))];
 }

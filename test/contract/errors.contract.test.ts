@@ -15,6 +15,7 @@ import { failedPrecondition, invalidArgument, notFound } from "../../src/kernel/
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
+import { bindPartial } from "../../src/server/bindings.js";
 
 // A stand-in ReposService whose behaviour is chosen by the last segment of the uid it is asked for.
 const faults = {
@@ -40,7 +41,7 @@ const faults = {
 let server: TestServer;
 let world: World;
 beforeAll(async () => {
-  server = await startTestServer({ overrides: [{ service: ReposService, impl: faults }] });
+  server = await startTestServer({ overrides: [bindPartial(ReposService, faults)] });
   world = await seedWorld(server);
 });
 const owner = () => world.auth("owner");

@@ -373,15 +373,15 @@ runContractCases("CreateGroup", base, [
     error: { code: Code.PermissionDenied },
   }),
   contractCase({
-    name: "no name: INVALID_ARGUMENT on name",
+    name: "no name: INVALID_ARGUMENT on group.name",
     method: GroupsService.method.createGroup,
     request: () => ({ parent: world.org, group: { description: "nameless" } }),
     headers: () => world.auth("owner"),
     error: {
       code: Code.InvalidArgument,
       reason: "INVALID_ARGUMENT",
-      message: "Invalid argument: name: is required",
-      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "name", description: "is required" }] } }],
+      message: "Invalid argument: group.name: is required",
+      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "group.name", description: "is required" }] } }],
     },
   }),
   contractCase({
@@ -391,7 +391,7 @@ runContractCases("CreateGroup", base, [
     headers: () => world.auth("owner"),
     error: {
       code: Code.InvalidArgument,
-      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "name" }, { field: "description" }] } }],
+      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "group.name" }, { field: "group.description" }] } }],
     },
   }),
   contractCase({
@@ -484,11 +484,11 @@ describe.each(protocols)("UpdateGroup [%s]", (protocol: Protocol) => {
     expect(out.message).toEqual(before);
   });
 
-  it("full replacement (*) with no name: INVALID_ARGUMENT on name, nothing changed", async () => {
+  it("full replacement (*) with no name: INVALID_ARGUMENT on group.name, nothing changed", async () => {
     const before = (await call(protocol, base(), GroupsService.method.getGroup, { uid: fx.target }, world.auth("owner"))).message!;
     const out = await update({ group: { uid: fx.target, description: "all new" }, updateMask: { paths: ["*"] } });
     expect(out.error?.code).toBe(Code.InvalidArgument);
-    expect(out.error?.message).toBe("Invalid argument: name: is required");
+    expect(out.error?.message).toBe("Invalid argument: group.name: is required");
     const after = (await call(protocol, base(), GroupsService.method.getGroup, { uid: fx.target }, world.auth("owner"))).message!;
     expect(after).toEqual(before);
   });
@@ -499,10 +499,10 @@ describe.each(protocols)("UpdateGroup [%s]", (protocol: Protocol) => {
     expect(out.error?.message).toMatch(/^Invalid argument: update_mask: /);
   });
 
-  it("an unknown kind value: INVALID_ARGUMENT on kind", async () => {
+  it("an unknown kind value: INVALID_ARGUMENT on group.kind", async () => {
     const out = await update({ group: { uid: fx.target, kind: 99 as OrgKind }, updateMask: { paths: ["kind"] } });
     expect(out.error?.code).toBe(Code.InvalidArgument);
-    expect(out.error?.message).toMatch(/^Invalid argument: kind: /);
+    expect(out.error?.message).toMatch(/^Invalid argument: group\.kind: /);
   });
 
   it("a missing group: NOT_FOUND; a viewer: PERMISSION_DENIED whether or not it exists", async () => {

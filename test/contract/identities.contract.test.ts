@@ -189,7 +189,7 @@ runContractCases("CreateIdentity", base, [
   }),
   // --- the name
   contractCase({
-    name: "a name outside the pattern: INVALID_ARGUMENT on name, in the specification's form",
+    name: "a name outside the pattern: INVALID_ARGUMENT on identity.name, in the specification's form",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "Robot!", relationship: claimMatch("x") }),
     headers: () => world.auth("owner"),
@@ -197,8 +197,8 @@ runContractCases("CreateIdentity", base, [
       code: Code.InvalidArgument,
       reason: "INVALID_ARGUMENT",
       domain: "iam.platform.test",
-      message: `Invalid argument: name: ${NAME_ERROR}`,
-      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "name", description: NAME_ERROR }] } }],
+      message: `Invalid argument: identity.name: ${NAME_ERROR}`,
+      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "identity.name", description: NAME_ERROR }] } }],
     },
   }),
   contractCase({
@@ -206,43 +206,43 @@ runContractCases("CreateIdentity", base, [
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "Robot", relationship: claimMatch("x") }),
     headers: () => world.auth("owner"),
-    error: invalid("name", `Invalid argument: name: ${NAME_ERROR}`),
+    error: invalid("identity.name", `Invalid argument: identity.name: ${NAME_ERROR}`),
   }),
   contractCase({
-    name: "an empty body: INVALID_ARGUMENT naming name (and the missing relationship)",
+    name: "an empty body: INVALID_ARGUMENT naming identity.name (and the missing relationship)",
     method: IdentitiesService.method.createIdentity,
     request: () => ({ parent: world.org }),
     headers: () => world.auth("owner"),
-    error: { code: Code.InvalidArgument, message: /^Invalid argument: name: is required/, details: badRequest("name", "relationship") },
+    error: { code: Code.InvalidArgument, message: /^Invalid argument: identity\.name: is required/, details: badRequest("identity.name", "identity.relationship") },
   }),
   // --- the relationship
   contractCase({
-    name: "no relationship: INVALID_ARGUMENT on relationship",
+    name: "no relationship: INVALID_ARGUMENT on identity.relationship",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "nobody" }),
     headers: () => world.auth("owner"),
-    error: invalid("relationship"),
+    error: invalid("identity.relationship"),
   }),
   contractCase({
     name: "an http issuer on a public host",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: claimMatch("x", "http://issuer.example.com") }),
     headers: () => world.auth("owner"),
-    error: invalid("claim_match.issuer"),
+    error: invalid("identity.claim_match.issuer"),
   }),
   contractCase({
     name: "an issuer that is not a URL",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: claimMatch("x", "issuer.example.com") }),
     headers: () => world.auth("owner"),
-    error: invalid("claim_match.issuer"),
+    error: invalid("identity.claim_match.issuer"),
   }),
   contractCase({
     name: "no subject nor subject pattern",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: { case: "claimMatch", value: { iss: { case: "issuer", value: ISSUER } } } }),
     headers: () => world.auth("owner"),
-    error: invalid("claim_match.subject"),
+    error: invalid("identity.claim_match.subject"),
   }),
   contractCase({
     name: "an issuer pattern that is not RE2",
@@ -252,7 +252,7 @@ runContractCases("CreateIdentity", base, [
       relationship: { case: "claimMatch", value: { iss: { case: "issuerPattern", value: "https://(a" }, sub: { case: "subject", value: "x" } } },
     }),
     headers: () => world.auth("owner"),
-    error: invalid("claim_match.issuer_pattern"),
+    error: invalid("identity.claim_match.issuer_pattern"),
   }),
   contractCase({
     name: "a subject pattern RE2 does not accept (backreference)",
@@ -262,7 +262,7 @@ runContractCases("CreateIdentity", base, [
       relationship: { case: "claimMatch", value: { iss: { case: "issuer", value: ISSUER }, sub: { case: "subjectPattern", value: "(a)\\1" } } },
     }),
     headers: () => world.auth("owner"),
-    error: invalid("claim_match.subject_pattern"),
+    error: invalid("identity.claim_match.subject_pattern"),
   }),
   contractCase({
     name: "a claim pattern that does not compile",
@@ -275,42 +275,42 @@ runContractCases("CreateIdentity", base, [
       },
     }),
     headers: () => world.auth("owner"),
-    error: invalid('claim_match.claim_patterns["ref"]'),
+    error: invalid('identity.claim_match.claim_patterns["ref"]'),
   }),
   contractCase({
     name: "static keys holding a private key",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: staticKeys("x", JSON.stringify({ keys: [privateJwk] })) }),
     headers: () => world.auth("owner"),
-    error: invalid("static_keys.issuer_keys", /private/),
+    error: invalid("identity.static_keys.issuer_keys", /private/),
   }),
   contractCase({
     name: "static keys with an empty key set",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: staticKeys("x", '{"keys":[]}') }),
     headers: () => world.auth("owner"),
-    error: invalid("static_keys.issuer_keys"),
+    error: invalid("identity.static_keys.issuer_keys"),
   }),
   contractCase({
     name: "static keys that are not JSON",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: staticKeys("x", "-----BEGIN PUBLIC KEY-----") }),
     headers: () => world.auth("owner"),
-    error: invalid("static_keys.issuer_keys"),
+    error: invalid("identity.static_keys.issuer_keys"),
   }),
   contractCase({
     name: "an AWS account that is not 12 digits",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: { case: "awsIdentity", value: { awsAccount: "1234" } } }),
     headers: () => world.auth("owner"),
-    error: invalid("aws_identity.aws_account"),
+    error: invalid("identity.aws_identity.aws_account"),
   }),
   contractCase({
     name: "an unspecified service principal",
     method: IdentitiesService.method.createIdentity,
     request: create(() => world.org, { name: "x", relationship: { case: "servicePrincipal", value: ServicePrincipal.UNSPECIFIED } }),
     headers: () => world.auth("owner"),
-    error: invalid("service_principal"),
+    error: invalid("identity.service_principal"),
   }),
   // --- where
   contractCase({
@@ -554,7 +554,7 @@ describe.each(protocols)("UpdateIdentity [%s]", (protocol: Protocol) => {
     const before = await get();
     const out = await update({ uid: fx.target, name: "Bad Name" }, ["name"]);
     expect(out.error?.code).toBe(Code.InvalidArgument);
-    expect(out.error?.message).toBe(`Invalid argument: name: ${NAME_ERROR}`);
+    expect(out.error?.message).toBe(`Invalid argument: identity.name: ${NAME_ERROR}`);
     expect(await get()).toEqual(before);
     const ok = await update({ uid: fx.target, name: `target ${protocol.replace(/[^a-z]/g, "")}` }, ["name"]);
     expect(ok.message?.name).toMatch(/^target /);
@@ -574,7 +574,7 @@ describe.each(protocols)("UpdateIdentity [%s]", (protocol: Protocol) => {
   it("a mask path into the relationship changes that field and is validated", async () => {
     const bad = await update({ uid: fx.target, relationship: claimMatch("target", "ftp://issuer.test") }, ["claim_match.issuer"]);
     expect(bad.error?.code).toBe(Code.InvalidArgument);
-    expect(bad.error?.message).toMatch(/^Invalid argument: claim_match\.issuer: /);
+    expect(bad.error?.message).toMatch(/^Invalid argument: identity\.claim_match\.issuer: /);
     const good = await update({ uid: fx.target, relationship: claimMatch("target", "https://other.test") }, ["claim_match.issuer"]);
     expect(good.message!.relationship).toMatchObject({ case: "claimMatch", value: { iss: { value: "https://other.test" }, sub: { value: "target" } } });
     await update({ uid: fx.target, relationship: claimMatch("target") }, ["claim_match"]);
@@ -584,7 +584,7 @@ describe.each(protocols)("UpdateIdentity [%s]", (protocol: Protocol) => {
     const before = await get();
     const out = await update({ uid: fx.target }, ["claim_match"]);
     expect(out.error?.code).toBe(Code.InvalidArgument);
-    expect(out.error?.message).toMatch(/^Invalid argument: relationship: /);
+    expect(out.error?.message).toMatch(/^Invalid argument: identity\.relationship: /);
     expect(await get()).toEqual(before);
   });
 
@@ -711,7 +711,7 @@ describe.each(protocols)("UpdateIdentityMetadata [%s]", (protocol: Protocol) => 
 
     const tooLong = await call(protocol, base(), IdentitiesService.method.updateIdentityMetadata, { identityMetadata: { company: "c".repeat(300) } }, auth);
     expect(tooLong.error?.code).toBe(Code.InvalidArgument);
-    expect(tooLong.error?.message).toMatch(/^Invalid argument: company: /);
+    expect(tooLong.error?.message).toMatch(/^Invalid argument: identity_metadata\.company: /);
     const badMask = await call(protocol, base(), IdentitiesService.method.updateIdentityMetadata, { identityMetadata: {}, updateMask: { paths: ["shoe_size"] } }, auth);
     expect(badMask.error?.message).toMatch(/^Invalid argument: update_mask: /);
   });

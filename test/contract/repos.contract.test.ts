@@ -185,36 +185,36 @@ runContractCases("CreateRepo", base, [
     response: (r) => expect(r.name).toBe("taken"),
   }),
   contractCase({
-    name: "no name: INVALID_ARGUMENT on name",
+    name: "no name: INVALID_ARGUMENT on repo.name",
     method: ReposService.method.createRepo,
     request: () => ({ parent: world.org, repo: { description: "nameless" } }),
     headers: () => world.auth("editor"),
     error: {
       code: Code.InvalidArgument,
       reason: "INVALID_ARGUMENT",
-      message: "Invalid argument: name: is required",
-      details: [field("name", "is required")],
+      message: "Invalid argument: repo.name: is required",
+      details: [field("repo.name", "is required")],
     },
   }),
   ...["Nginx", "-nginx", "nginx-", "a..b", "a//b", "tools/", "/tools", "a b", "a:b"].map((name) =>
     contractCase({
-      name: `name ${JSON.stringify(name)}: INVALID_ARGUMENT on name, saying what a repo name is`,
+      name: `name ${JSON.stringify(name)}: INVALID_ARGUMENT on repo.name, saying what a repo name is`,
       method: ReposService.method.createRepo,
       request: () => ({ parent: world.org, repo: { name } }),
       headers: () => world.auth("editor"),
       error: {
         code: Code.InvalidArgument,
-        message: /^Invalid argument: name: must be a registry repository name: lowercase letters and digits/,
-        details: [field("name")],
+        message: /^Invalid argument: repo\.name: must be a registry repository name: lowercase letters and digits/,
+        details: [field("repo.name")],
       },
     }),
   ),
   contractCase({
-    name: "a name longer than 255 characters: INVALID_ARGUMENT on name",
+    name: "a name longer than 255 characters: INVALID_ARGUMENT on repo.name",
     method: ReposService.method.createRepo,
     request: () => ({ parent: world.org, repo: { name: "a".repeat(256) } }),
     headers: () => world.auth("editor"),
-    error: { code: Code.InvalidArgument, details: [field("name", "must be at most 255 characters long")] },
+    error: { code: Code.InvalidArgument, details: [field("repo.name", "must be at most 255 characters long")] },
   }),
   contractCase({
     name: "an unknown catalog tier and an invalid active tag: INVALID_ARGUMENT on both",
@@ -223,22 +223,22 @@ runContractCases("CreateRepo", base, [
     headers: () => world.auth("editor"),
     error: {
       code: Code.InvalidArgument,
-      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "catalog_tier" }, { field: "active_tags[1]" }] } }],
+      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "repo.catalog_tier" }, { field: "repo.active_tags[1]" }] } }],
     },
   }),
   contractCase({
-    name: "sync_config without its required source: INVALID_ARGUMENT on sync_config.source",
+    name: "sync_config without its required source: INVALID_ARGUMENT on repo.sync_config.source",
     method: ReposService.method.createRepo,
     request: () => ({ parent: world.org, repo: { name: unique("sync"), syncConfig: { google: "x" } } }),
     headers: () => world.auth("editor"),
-    error: { code: Code.InvalidArgument, message: "Invalid argument: sync_config.source: is required", details: [field("sync_config.source")] },
+    error: { code: Code.InvalidArgument, message: "Invalid argument: repo.sync_config.source: is required", details: [field("repo.sync_config.source")] },
   }),
   contractCase({
     name: "a custom overlay user without its required username: INVALID_ARGUMENT naming the path",
     method: ReposService.method.createRepo,
     request: () => ({ parent: world.org, repo: { name: unique("overlay"), customOverlay: { accounts: { users: [{ username: "a" }, { uid: 1 }] } } } }),
     headers: () => world.auth("editor"),
-    error: { code: Code.InvalidArgument, details: [field("custom_overlay.accounts.users[1].username", "is required")] },
+    error: { code: Code.InvalidArgument, details: [field("repo.custom_overlay.accounts.users[1].username", "is required")] },
   }),
   contractCase({
     name: "a missing group: NOT_FOUND with ResourceInfo naming the group",
@@ -619,12 +619,12 @@ describe.each(protocols)("UpdateRepo [%s]", (protocol: Protocol) => {
     expect(r.createTime).toEqual(before.createTime);
   });
 
-  it("rule 3: * without a name: INVALID_ARGUMENT on name, nothing changed", async () => {
+  it("rule 3: * without a name: INVALID_ARGUMENT on repo.name, nothing changed", async () => {
     const uid = await fullRepo();
     const before = await get(uid);
     const out = await update({ repo: { uid, description: "all new" }, updateMask: { paths: ["*"] } });
     expect(out.error?.code).toBe(Code.InvalidArgument);
-    expect(out.error?.message).toBe("Invalid argument: name: is required");
+    expect(out.error?.message).toBe("Invalid argument: repo.name: is required");
     expect(await get(uid)).toEqual(before);
   });
 
@@ -655,9 +655,9 @@ describe.each(protocols)("UpdateRepo [%s]", (protocol: Protocol) => {
   it("invalid values: INVALID_ARGUMENT on the field; an unknown mask path: on update_mask", async () => {
     const uid = await fullRepo();
     const badName = await update({ repo: { uid, name: "Bad Name" } });
-    expect(badName.error?.message).toMatch(/^Invalid argument: name: must be a registry repository name/);
+    expect(badName.error?.message).toMatch(/^Invalid argument: repo\.name: must be a registry repository name/);
     const badTier = await update({ repo: { uid, catalogTier: 42 as CatalogTier } });
-    expect(badTier.error?.message).toMatch(/^Invalid argument: catalog_tier: /);
+    expect(badTier.error?.message).toMatch(/^Invalid argument: repo\.catalog_tier: /);
     const unknown = await update({ repo: { uid, description: "x" }, updateMask: { paths: ["colour"] } });
     expect(unknown.error?.code).toBe(Code.InvalidArgument);
     expect(unknown.error?.message).toMatch(/^Invalid argument: update_mask: /);
@@ -797,7 +797,7 @@ describe.each(protocols)("UpdateRepoReadme [%s]", (protocol: Protocol) => {
     expect((await put(uid, "", readmeAdmin, ["*"])).message?.content).toBe("");
   });
 
-  it("1 MiB of UTF-8 is accepted; one byte more is INVALID_ARGUMENT on content (bytes, not characters), nothing changed", async () => {
+  it("1 MiB of UTF-8 is accepted; one byte more is INVALID_ARGUMENT on repo_readme.content (bytes, not characters), nothing changed", async () => {
     const uid = await insertRepo(world.org, unique(`readme-big-${protocol}`), { readme: "small" });
     const limit = 1024 * 1024;
     const ok = await put(uid, "x".repeat(limit), readmeAdmin);
@@ -807,8 +807,8 @@ describe.each(protocols)("UpdateRepoReadme [%s]", (protocol: Protocol) => {
     for (const content of ["x".repeat(limit + 1), "é".repeat(limit / 2 + 1)]) {
       const out = await put(uid, content, readmeAdmin);
       expect(out.error?.code).toBe(Code.InvalidArgument);
-      expect(out.error?.message).toMatch(/^Invalid argument: content: must be at most 1048576 bytes/);
-      expect(out.error!.details.find((d) => d.$typeName === BadRequestSchema.typeName)).toMatchObject({ fieldViolations: [{ field: "content" }] });
+      expect(out.error?.message).toMatch(/^Invalid argument: repo_readme\.content: must be at most 1048576 bytes/);
+      expect(out.error!.details.find((d) => d.$typeName === BadRequestSchema.typeName)).toMatchObject({ fieldViolations: [{ field: "repo_readme.content" }] });
     }
     expect(await readme(uid)).toBe("small");
   });

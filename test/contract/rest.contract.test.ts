@@ -6,6 +6,7 @@ import { ReposService, type ListReposRequest } from "../../gen/chainguard/platfo
 import { ArtifactsService } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
+import { bindPartial } from "../../src/server/bindings.js";
 
 let server: TestServer;
 let world: World;
@@ -14,9 +15,7 @@ const seen: string[] = [];
 beforeAll(async () => {
   server = await startTestServer({
     overrides: [
-      {
-        service: ReposService,
-        impl: {
+      bindPartial(ReposService, {
           getRepo: (req: { uid: string }) => {
             seen.push(`GetRepo ${req.uid}`);
             return { uid: req.uid, name: "r" };
@@ -29,17 +28,13 @@ beforeAll(async () => {
             seen.push(`UpdateRepo ${req.repo?.uid} mask=${req.updateMask?.paths.join(",")}`);
             return { ...req.repo, name: "r" };
           },
-        },
-      },
-      {
-        service: ArtifactsService,
-        impl: {
+      }),
+      bindPartial(ArtifactsService, {
           listArtifacts: (req: { ecosystems: number[] }) => {
             seen.push(`ListArtifacts ${req.ecosystems.join(",")}`);
             return { artifacts: [] };
           },
-        },
-      },
+      }),
     ],
   });
   world = await seedWorld(server);

@@ -111,7 +111,9 @@ afterAll(async () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------
-const INVALID_DIGEST = "Invalid argument: digest: must be sha256: followed by 64 lowercase hexadecimal characters";
+const DIGEST_RULE = "must be sha256: followed by 64 lowercase hexadecimal characters";
+const INVALID_DIGEST = `Invalid argument: digest: ${DIGEST_RULE}`;
+const INVALID_TAG_DIGEST = `Invalid argument: tag.digest: ${DIGEST_RULE}`;
 
 runContractCases("CreateTag", base, [
   contractCase({
@@ -146,27 +148,27 @@ runContractCases("CreateTag", base, [
     ["a referrer-tag spelling", `sha256-${"a".repeat(64)}`],
   ].map(([what, digest]) =>
     contractCase({
-      name: `${what}: INVALID_ARGUMENT with a BadRequest violation on digest`,
+      name: `${what}: INVALID_ARGUMENT with a BadRequest violation on tag.digest`,
       method: TagsService.method.createTag,
       request: () => ({ parent: fx.repo, tag: { name: "bad-digest", digest } }),
       headers: () => world.auth("owner"),
-      error: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", domain: "registry.platform.test", message: INVALID_DIGEST, details: [field("digest")] },
+      error: { code: Code.InvalidArgument, reason: "INVALID_ARGUMENT", domain: "registry.platform.test", message: INVALID_TAG_DIGEST, details: [field("tag.digest")] },
     }),
   ),
   contractCase({
-    name: "no digest: INVALID_ARGUMENT on digest",
+    name: "no digest: INVALID_ARGUMENT on tag.digest",
     method: TagsService.method.createTag,
     request: () => ({ parent: fx.repo, tag: { name: "no-digest" } }),
     headers: () => world.auth("owner"),
-    error: { code: Code.InvalidArgument, message: /^Invalid argument: digest: is required/, details: [field("digest")] },
+    error: { code: Code.InvalidArgument, message: /^Invalid argument: tag\.digest: is required/, details: [field("tag.digest")] },
   }),
   ...[".hidden", "-dash", "a".repeat(129), "with space", "colon:tag", "slash/tag", "ünïcode"].map((name) =>
     contractCase({
-      name: `tag name ${JSON.stringify(name.slice(0, 20))}: INVALID_ARGUMENT on name`,
+      name: `tag name ${JSON.stringify(name.slice(0, 20))}: INVALID_ARGUMENT on tag.name`,
       method: TagsService.method.createTag,
       request: () => ({ parent: fx.repo, tag: { name, digest: A } }),
       headers: () => world.auth("owner"),
-      error: { code: Code.InvalidArgument, message: /^Invalid argument: name: must be an OCI tag/, details: [field("name")] },
+      error: { code: Code.InvalidArgument, message: /^Invalid argument: tag\.name: must be an OCI tag/, details: [field("tag.name")] },
     }),
   ),
   contractCase({
@@ -174,7 +176,7 @@ runContractCases("CreateTag", base, [
     method: TagsService.method.createTag,
     request: () => ({ parent: fx.repo, tag: { digest: "nope" } }),
     headers: () => world.auth("owner"),
-    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "name", description: "is required" }, { field: "digest" }] } }] },
+    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "tag.name", description: "is required" }, { field: "tag.digest" }] } }] },
   }),
   contractCase({
     name: "a missing repo: NOT_FOUND with ResourceInfo naming the repo",

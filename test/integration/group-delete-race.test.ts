@@ -128,7 +128,7 @@ describe.skipIf(!process.env.DATABASE_URL)("DeleteGroup racing creates beneath i
       for (let i = 0; i < 100; i++) {
         const target = await groupStore.createChild(org, { name: `target ${i}`, description: "", verified: false, kind: 0 });
         const results = await race([
-          () => viaStore(() => groupStore.delete(target.uid)),
+          () => viaStore(() => groupStore.remove(target.uid)),
           () => viaStore(() => groupStore.createChild(target.uid, { name: `child ${i}`, description: "", verified: false, kind: 0 })),
           () => viaStore(() => identityStore.create(target.uid, { name: `robot ${i}`, description: "", company: "", ...claim(`robot-${i}`) })),
         ]);

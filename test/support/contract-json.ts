@@ -247,7 +247,10 @@ function actualPattern(rule: HttpRule): string {
  *
  * Extras: a field that the contract does not list is permitted (and reported) when its number is above every
  * number the contract gives that message and its name is not reserved; a method without `auth` in the
- * contract is not compared for auth (reported). Any other extra — file, message, enum, enum value, service,
+ * contract is not compared for auth (reported); an unscoped rule to which the contract gives no capability
+ * may name the capabilities its handler filters by (reported: an unscoped method refuses no caller for
+ * lacking them, it only narrows what the caller sees, so the policy is stated in the proto rather than in
+ * code). Any other extra — file, message, enum, enum value, service,
  * method, event — is a mismatch.
  */
 export function compareWireContract(contract: WireContract, files: readonly DescFile[]): ContractComparison {
@@ -421,11 +424,15 @@ export function compareWireContract(contract: WireContract, files: readonly Desc
         } else if (cMethod.auth.enabled) {
           const enabled = rule?.mode.case === "enabled" ? rule.mode.value : undefined;
           check(`${rPath} > auth`, "enabled", rule?.mode.case ?? ABSENT);
-          check(
-            `${rPath} > auth.capabilities`,
-            sorted(cMethod.auth.enabled.capabilities ?? []),
-            sorted((enabled?.capabilities ?? []).map((c) => valueName(CapabilitySchema, c))),
-          );
+          const expected = sorted(cMethod.auth.enabled.capabilities ?? []);
+          const actual = sorted((enabled?.capabilities ?? []).map((c) => valueName(CapabilitySchema, c)));
+          if (expected.length === 0 && actual.length > 0 && cMethod.auth.enabled.unscoped && enabled?.unscoped) {
+            total++;
+            matched++;
+            extras.push({ path: `${rPath} > auth.capabilities`, detail: `an unscoped rule filtering by ${actual.join(", ")} (the contract names none)` });
+          } else {
+            check(`${rPath} > auth.capabilities`, expected, actual);
+          }
           check(`${rPath} > auth.unscoped`, cMethod.auth.enabled.unscoped ?? false, enabled?.unscoped ?? false);
         } else {
           check(`${rPath} > auth`, "disabled", rule?.mode.case ?? ABSENT);

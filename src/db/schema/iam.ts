@@ -129,3 +129,36 @@ export const signingKeys = pgTable("signing_keys", {
   /** Set when a newer key takes over signing; the key keeps verifying (and is published) until then + max token lifetime. */
   retireTime: instant("retire_time"),
 });
+
+// Row shapes the IAM stores return and its mappers read (neither imports the other).
+export type GroupRow = typeof groups.$inferSelect;
+export type IdentityRow = typeof identities.$inferSelect;
+export type RoleRow = typeof roles.$inferSelect;
+export type RoleBindingRow = typeof roleBindings.$inferSelect;
+
+/** The group columns a client writes. */
+export type GroupFields = Pick<GroupRow, "name" | "description" | "verified" | "kind">;
+/** The identity columns a client writes: its texts and its relationship (see identities.mapper.ts). */
+export type IdentityFields = Pick<IdentityRow, "name" | "description" | "company" | "relationship" | "relationshipType" | "issuer" | "subject">;
+/** What UpdateIdentityMetadata writes: the company column and the rest of the metadata. */
+export type IdentityMetadataFields = Pick<IdentityRow, "company" | "metadata">;
+/** The custom role columns a client writes. */
+export type RoleFields = Pick<RoleRow, "name" | "description" | "capabilities">;
+/** A role binding read with the fields of its identity, group and role (one query joining them). */
+export interface HydratedRoleBindingRow {
+  uid: string;
+  groupUid: string;
+  identityUid: string;
+  roleUid: string;
+  createTime: Date;
+  updateTime: Date;
+  identityName: string;
+  identityDescription: string;
+  identitySubject: string | null;
+  identityIssuer: string | null;
+  identityEmail: string;
+  groupName: string;
+  groupDescription: string;
+  roleName: string;
+  roleDescription: string;
+}

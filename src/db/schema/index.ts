@@ -2,3 +2,4 @@
 export * from "./server.js";
 export * from "./iam.js";
 export * from "./registry.js";
+export * from "./outbox.js";

@@ -110,3 +110,22 @@ export const manifests = pgTable(
   },
   (t) => [primaryKey({ columns: [t.repoUid, t.digest] })],
 );
+
+// Row shapes the registry stores return and its mappers read (neither imports the other).
+/** A repo without its readme (up to 1 MiB), which only the readme methods read. */
+export type RepoRow = Omit<typeof repos.$inferSelect, "readme">;
+export type ReadmeRow = Pick<typeof repos.$inferSelect, "uid" | "readme">;
+/** The repo columns a client writes. */
+export type RepoFields = Pick<RepoRow, "name" | "description" | "catalogTier" | "bundles" | "aliases" | "activeTags" | "syncConfig" | "customOverlay">;
+export type TagRow = typeof tags.$inferSelect;
+export type ManifestRow = typeof manifests.$inferSelect;
+
+/** A tag as CreateTag and the OCI import write it: created, or moved when the repo has one of that name. */
+export interface TagWrite {
+  repoUid: string;
+  name: string;
+  /** Must already be validated (isValidDigest). */
+  digest: string;
+  deprecated?: boolean;
+  bundles?: string[];
+}

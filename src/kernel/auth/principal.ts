@@ -46,12 +46,28 @@ export function accessOf(ctx: HandlerContext): Access {
 }
 
 /**
+ * The capabilities the method's auth rule names, for an unscoped method that checks them itself; a rule
+ * naming none has nothing to check by, and calling this from one is a programming error.
+ */
+function ruleCapabilitiesOf(ctx: HandlerContext): readonly Capability[] {
+  const capabilities = ctx.values.get(ruleCapabilitiesKey);
+  if (capabilities.length === 0) throw new Error(`${ctx.method.parent.typeName}.${ctx.method.name}: its auth rule names no capability`);
+  return capabilities;
+}
+
+/**
  * The scopes an unscoped List shows its caller: the roots of the subtrees where the caller holds every
- * capability the method's auth rule names (so the rule is stated once, in the proto). A method whose rule
- * names no capability has no such scopes: calling this from one is a programming error.
+ * capability the method's auth rule names (so the rule is stated once, in the proto).
  */
 export function listScopesOf(ctx: HandlerContext): Promise<readonly string[]> {
-  const capabilities = ctx.values.get(ruleCapabilitiesKey);
-  if (capabilities.length === 0) throw new Error(`${ctx.method.parent.typeName}.${ctx.method.name}: its auth rule names no capability to list by`);
-  return accessOf(ctx).visibleScopes(capabilities);
+  return accessOf(ctx).visibleScopes(ruleCapabilitiesOf(ctx));
+}
+
+/**
+ * Throws PERMISSION_DENIED unless the caller holds, on `uid`, every capability the method's auth rule names:
+ * for an unscoped method whose scope only the handler can tell (a create that may name no parent, a role
+ * that may be managed or custom). Checked before anything is read, as the interceptor does for scoped ones.
+ */
+export function requireRuleAt(ctx: HandlerContext, uid: string): Promise<void> {
+  return accessOf(ctx).require(uid, ruleCapabilitiesOf(ctx));
 }

@@ -1,7 +1,6 @@
 // The database errors domain code reacts to, by SQLSTATE (never by message text). Drivers and Drizzle wrap
 // them; sqlStateOf looks through the cause chain.
 import { sqlStateOf } from "./boundary.js";
-import { notFound } from "./builders.js";
 
 /** An insert or update named a row that does not exist (a parent deleted or never there). */
 export function isMissingReference(err: unknown): boolean {
@@ -21,18 +20,4 @@ export function isStillReferenced(err: unknown): boolean {
 /** A unique constraint refused the write. */
 export function isUniqueViolation(err: unknown): boolean {
   return sqlStateOf(err) === "23505";
-}
-
-/**
- * Runs a write of a row that lives under `parent` (its foreign key names the parent). When the parent does
- * not exist, never created or deleted concurrently, the database refuses and this becomes NOT_FOUND naming
- * the parent (`parentType` is its resource type).
- */
-export async function underParent<T>(parentType: string, parent: string, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (err) {
-    if (isMissingReference(err)) throw notFound(parentType, parent);
-    throw err;
-  }
 }

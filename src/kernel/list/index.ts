@@ -3,9 +3,10 @@
 //   // once per resource
 //   const repoList = defineListSpec({ name: "registry.v2.ListRepos", message: RepoSchema,
 //                                     orderBy: ["create_time", "update_time", "name"], defaultOrder: "create_time" });
-//   // handler
-//   const plan = parseListRequest(req, repoList, { secret, filters: { uidp: req.uidp, name: req.name } });
-//   const page = await repoStore.list(plan, req);   // listPage(db, { table, where, orderColumns, plan })
+//   // handler (deps.lists = createListPlanner({ secret }): the token is bound to the whole request)
+//   const scopes = await listScopesOf(ctx);
+//   const page = await repos(ctx).list(deps.lists.plan(req, repoList, scopes), { scopes, uidp: req.uidp, name: req.name });
+//   // store: listPage(db, { table, where, orderColumns, plan })
 //   // a store with joins, or selecting some columns: keysetPage over its own select
 //   //   keysetPage(db, db.select({ row, ...pageColumns(plan, orderColumns, total) }).from(t).innerJoin(...).$dynamic(),
 //   //              { plan, orderColumns, where, total })
@@ -35,8 +36,10 @@ export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
   PAGE_TOKEN_LIFETIME_MS,
+  createListPlanner,
   parseListRequest,
   type ListContext,
+  type ListPlanner,
   type ListPlan,
   type ListRequestFields,
   type PageTokenMinter,

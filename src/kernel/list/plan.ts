@@ -119,3 +119,17 @@ export function parseListRequest(request: ListRequestFields, spec: ListSpec, con
   if (payload.keys.length !== order.length) throw invalidArgument({ field: "page_token", description: "malformed or tampered page token" });
   return { ...plan, cursor: payload.keys, total: payload.scope === scopeDigest ? payload.total : undefined };
 }
+
+/**
+ * Plans the pages of List requests for handlers. The page token is bound to the whole request with its
+ * paging fields cleared (as aip-go does): every filter field, present or added later, is bound without the
+ * handler naming it, so a token cannot be replayed with other filters.
+ */
+export interface ListPlanner {
+  /** The plan of `request` (the generated request message) for a caller who sees `scopes`. */
+  plan(request: ListRequestFields, spec: ListSpec, scopes: readonly string[]): ListPlan;
+}
+
+export function createListPlanner(context: Omit<ListContext, "filters" | "scope">): ListPlanner {
+  return { plan: (request, spec, scopes) => parseListRequest(request, spec, { ...context, filters: request, scope: scopes }) };
+}

@@ -4,7 +4,8 @@
 
 // Policy this server reads from the descriptors at run time: which capabilities a method needs, where in
 // the request the authorization scope lives, and which CloudEvent a mutation emits. The proto stays the
-// single source of truth; the interceptors and the descriptor tests read these options.
+// single source of truth; the interceptors and the descriptor tests read these options. Fields whose values
+// are secrets carry the standard `debug_redact` field option: they are cleared from every event body.
 
 import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
@@ -18,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file apiserver/options/v1/options.proto.
  */
 export const file_apiserver_options_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSLuAQoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaCgoIRGlzYWJsZWQaVgoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIQgYKBG1vZGUiXwoJRXZlbnRSdWxlEgwKBHR5cGUYASABKAkSEgoKZXh0ZW5zaW9ucxgCIAMoCRIwCghhdWRpZW5jZRgDIAEoDjIeLmFwaXNlcnZlci5vcHRpb25zLnYxLkF1ZGllbmNlKlIKCEF1ZGllbmNlEhgKFEFVRElFTkNFX1VOU1BFQ0lGSUVEEAASFQoRQVVESUVOQ0VfSU5URVJOQUwQARIVChFBVURJRU5DRV9DVVNUT01FUhACOlQKBGF1dGgSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMh4uYXBpc2VydmVyLm9wdGlvbnMudjEuQXV0aFJ1bGVSBGF1dGg6VwoFZXZlbnQSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjShgMgASgLMh8uYXBpc2VydmVyLm9wdGlvbnMudjEuRXZlbnRSdWxlUgVldmVudDo8CglpYW1fc2NvcGUSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGNOGAyABKAhSCGlhbVNjb3BlYgZwcm90bzM", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
+  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSLuAQoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaCgoIRGlzYWJsZWQaVgoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIQgYKBG1vZGUidgoJRXZlbnRSdWxlEgwKBHR5cGUYASABKAkSEgoKZXh0ZW5zaW9ucxgCIAMoCRIwCghhdWRpZW5jZRgDIAEoDjIeLmFwaXNlcnZlci5vcHRpb25zLnYxLkF1ZGllbmNlEhUKDXN1YmplY3RfZGVwdGgYBCABKA0qUgoIQXVkaWVuY2USGAoUQVVESUVOQ0VfVU5TUEVDSUZJRUQQABIVChFBVURJRU5DRV9JTlRFUk5BTBABEhUKEUFVRElFTkNFX0NVU1RPTUVSEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OjwKCWlhbV9zY29wZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIIaWFtU2NvcGViBnByb3RvMw", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
 
 /**
  * How a method is authorized.
@@ -122,6 +123,16 @@ export type EventRule = Message<"apiserver.options.v1.EventRule"> & {
    * @generated from field: apiserver.options.v1.Audience audience = 3;
    */
   audience: Audience;
+
+  /**
+   * Where the group the event happened in lies relative to its subject (the uid of the resource the event is
+   * about: the response's uid, else the request's scope field): how many uid segments the subject lies below
+   * that group. 0 when the subject is a group, 1 for a resource a group holds (an identity, a role, a repo),
+   * 2 for one such a resource holds (a tag of a repo).
+   *
+   * @generated from field: uint32 subject_depth = 4;
+   */
+  subjectDepth: number;
 };
 
 /**

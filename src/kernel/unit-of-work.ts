@@ -1,0 +1,55 @@
+// The unit of work: every method that declares an event (apiserver.options.v1.event) runs in one database
+// transaction, and once its handler has succeeded, the event is recorded in the outbox (outbox.ts,
+// db/schema/outbox.ts) in that same transaction. A mutation that fails records nothing and changes nothing;
+// one that commits always has its event.
+//
+// Handlers reach the transaction only through their stores: `storeFactory(db, createXStore)` gives, per
+// call, the store over the call's transaction inside a unit of work and the one over the database
+// otherwise. A handler opens no transaction of its own, and reads nothing outside its stores while in a unit
+// of work (the embedded database runs one transaction at a time: a read beside it would wait on itself).
+import type { DescMethod, Registry } from "@bufbuild/protobuf";
+import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { outboxEvents } from "../db/schema/outbox.js";
+import { accessKey } from "./auth/principal.js";
+import { eventPlanOf, outboxEventOf, type EventPlan } from "./outbox.js";
+import type { Executor } from "./store.js";
+
+const transactionKey = createContextKey<Executor | undefined>(undefined, { description: "the call's unit of work" });
+
+/** Makes a store per call: over the call's transaction in a unit of work, else the one made over `db`. */
+export function storeFactory<S>(db: Executor, make: (db: Executor) => S): (ctx: HandlerContext) => S {
+  const shared = make(db);
+  return (ctx) => {
+    const tx = ctx.values.get(transactionKey);
+    return tx ? make(tx) : shared;
+  };
+}
+
+export interface UnitOfWorkOptions {
+  db: Executor;
+  /** Types for the JSON of event bodies (Any). */
+  registry: Registry;
+}
+
+/** The interceptor that runs each event-declaring method as a unit of work (innermost: after authorization). */
+export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
+  const plans = new Map<DescMethod, EventPlan | null>();
+  const planOf = (method: DescMethod): EventPlan | null => {
+    let plan = plans.get(method);
+    if (plan === undefined) plans.set(method, (plan = eventPlanOf(method) ?? null));
+    return plan;
+  };
+  return (next) => async (req) => {
+    const plan = planOf(req.method);
+    if (!plan || req.stream) return next(req);
+    return opts.db.transaction(async (tx) => {
+      req.contextValues.set(transactionKey, tx);
+      const res = await next(req);
+      if (!res.stream) {
+        const actor = req.contextValues.get(accessKey)?.principal.identityUid ?? "";
+        await tx.insert(outboxEvents).values(outboxEventOf(plan, { request: req.message, response: res.message, actor }, opts.registry));
+      }
+      return res;
+    });
+  };
+}

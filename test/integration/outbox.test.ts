@@ -1,0 +1,296 @@
+// The unit of work, over every method that declares an event (apiserver.options.v1.event), generated from the
+// descriptors: a guard fails when a method of an implemented service declares an event and has no row here.
+// For each method, on every protocol:
+//   - a successful call records exactly one outbox row: the declared type, the method, the caller, the
+//     subject and the group it happened in, and the response (the request, for a delete) as its body;
+//   - a call refused after authorization (bad input, a missing resource, a conflict after a first write)
+//     records nothing;
+//   - a call whose event cannot be recorded (a trigger refuses the outbox row) fails, and nothing it wrote
+//     is left: the mutation and its event commit together or not at all.
+// Runs on the embedded database, and on PostgreSQL when DATABASE_URL is set.
+import { create, toJson, type DescMethod, type DescMethodUnary, type MessageShape } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
+import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
+import { managedRole } from "../../src/iam/managed-roles.js";
+import { eventRuleOf, registry } from "../../src/kernel/descriptors.js";
+import { newChildUid } from "../../src/kernel/uidp.js";
+import { domainBindings } from "../../src/server/app.js";
+import { call, protocols, type Protocol } from "../contract/harness.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld, type World } from "../support/world.js";
+
+let server: TestServer;
+let world: World;
+let n = 0;
+const unique = (prefix: string) => `${prefix}-${++n}`;
+const digest = (i: number) => `sha256:${i.toString(16).padStart(64, "0")}`;
+
+/** Calls a method as the owner over Connect, for fixtures; fails the test on an error. */
+async function make<M extends DescMethodUnary>(method: M, request: object): Promise<MessageShape<M["output"]>> {
+  const out = await call("connect-json", server.baseUrl, method, request as never, world.auth("owner"));
+  if (out.error) throw new Error(`${method.name}: ${out.error.message}`);
+  return out.message as MessageShape<M["output"]>;
+}
+
+const newGroup = async () => (await make(GroupsService.method.createGroup, { parent: world.team, group: { name: unique("g") } })).uid;
+const identityInit = () => ({
+  name: unique("robot"),
+  relationship: { case: "claimMatch", value: { iss: { case: "issuer", value: "https://issuer.test" }, sub: { case: "subject", value: unique("s") } } },
+});
+const newIdentity = async () => (await make(IdentitiesService.method.createIdentity, { parent: world.team, identity: identityInit() })).uid;
+const newRole = async () =>
+  (await make(RolesService.method.createRole, { parent: world.team, role: { name: unique("r"), capabilities: [Capability.CAP_REPO_LIST] } })).uid;
+const viewer = () => managedRole("viewer").uid;
+const newBinding = async () =>
+  (await make(RoleBindingsService.method.createRoleBinding, { parent: world.team, roleBinding: { identityUid: await newIdentity(), roleUid: viewer() } })).uid;
+const newRepo = async () => (await make(ReposService.method.createRepo, { parent: world.team, repo: { name: unique("repo") } })).uid;
+const newTag = async () => (await make(TagsService.method.createTag, { parent: await newRepo(), tag: { name: unique("v"), digest: digest(++n) } })).uid;
+const bogus = () => `${world.team}/ffffffffffffffff`;
+
+interface Call {
+  request: object;
+  /** The event's subject and group; undefined: the response's uid (and, for group, the team). */
+  subject?: string;
+  group?: string;
+}
+interface Row {
+  /** A call that succeeds (fixtures made first). */
+  ok: () => Promise<Call>;
+  /** A call refused after authorization, with the code it gets. */
+  refused: () => Promise<{ request: object; code: Code }>;
+}
+
+const table: Record<string, Row> = {
+  "GroupsService.CreateGroup": {
+    ok: async () => ({ request: { parent: world.team, group: { name: unique("g") } }, group: "<subject>" }),
+    refused: async () => ({ request: { parent: world.team, group: { name: "" } }, code: Code.InvalidArgument }),
+  },
+  "GroupsService.UpdateGroup": {
+    ok: async () => ({ request: { group: { uid: await newGroup(), description: "changed" } }, group: "<subject>" }),
+    refused: async () => ({ request: { group: { uid: await newGroup(), name: "" }, updateMask: { paths: ["name"] } }, code: Code.InvalidArgument }),
+  },
+  "GroupsService.DeleteGroup": {
+    ok: async () => {
+      const uid = await newGroup();
+      return { request: { uid }, subject: uid, group: uid };
+    },
+    refused: async () => ({ request: { uid: world.team }, code: Code.FailedPrecondition }),
+  },
+  "IdentitiesService.CreateIdentity": {
+    ok: async () => ({
+      request: { parent: world.team, identity: identityInit() },
+    }),
+    refused: async () => ({ request: { parent: world.team, identity: { name: "Not A Name!" } }, code: Code.InvalidArgument }),
+  },
+  "IdentitiesService.UpdateIdentity": {
+    ok: async () => ({ request: { identity: { uid: await newIdentity(), description: "changed" } } }),
+    refused: async () => ({ request: { identity: { uid: await newIdentity(), name: "Not A Name!" } }, code: Code.InvalidArgument }),
+  },
+  "IdentitiesService.DeleteIdentity": {
+    ok: async () => {
+      const uid = await newIdentity();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
+  "IdentitiesService.UpdateIdentityMetadata": {
+    // The caller's own metadata: a root-level identity lives in no group.
+    ok: async () => ({ request: { identityMetadata: { company: unique("acme") } }, subject: world.identity.owner, group: "" }),
+    refused: async () => ({ request: { identityMetadata: { company: "x".repeat(300) } }, code: Code.InvalidArgument }),
+  },
+  "RolesService.CreateRole": {
+    ok: async () => ({ request: { parent: world.team, role: { name: unique("r"), capabilities: [Capability.CAP_REPO_LIST] } } }),
+    refused: async () => ({ request: { parent: world.team, role: { name: unique("r"), capabilities: [] } }, code: Code.InvalidArgument }),
+  },
+  "RolesService.UpdateRole": {
+    ok: async () => ({ request: { role: { uid: await newRole(), description: "changed" } } }),
+    refused: async () => ({ request: { role: { uid: await newRole(), capabilities: [] }, updateMask: { paths: ["capabilities"] } }, code: Code.InvalidArgument }),
+  },
+  "RolesService.DeleteRole": {
+    ok: async () => {
+      const uid = await newRole();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
+  "RoleBindingsService.CreateRoleBinding": {
+    ok: async () => ({ request: { parent: world.team, roleBinding: { identityUid: await newIdentity(), roleUid: viewer() } } }),
+    refused: async () => ({ request: { parent: world.team, roleBinding: { identityUid: await newIdentity(), roleUid: "" } }, code: Code.InvalidArgument }),
+  },
+  "RoleBindingsService.BatchCreateRoleBindings": {
+    // No uid in the response: the subject is the group the bindings were created on.
+    ok: async () => ({
+      request: { parent: world.team, requests: [{ roleBinding: { identityUid: await newIdentity(), roleUid: viewer() } }, { roleBinding: { identityUid: await newIdentity(), roleUid: viewer() } }] },
+      subject: world.team,
+      group: world.team,
+    }),
+    // The second binding exists already: the first, inserted in the same statement, is not kept either.
+    refused: async () => {
+      const taken = await newIdentity();
+      await make(RoleBindingsService.method.createRoleBinding, { parent: world.team, roleBinding: { identityUid: taken, roleUid: viewer() } });
+      return {
+        request: { parent: world.team, requests: [{ roleBinding: { identityUid: await newIdentity(), roleUid: viewer() } }, { roleBinding: { identityUid: taken, roleUid: viewer() } }] },
+        code: Code.AlreadyExists,
+      };
+    },
+  },
+  "RoleBindingsService.UpdateRoleBinding": {
+    ok: async () => ({ request: { roleBinding: { uid: await newBinding(), roleUid: managedRole("editor").uid }, updateMask: { paths: ["role_uid"] } } }),
+    refused: async () => ({ request: { roleBinding: { uid: await newBinding(), roleUid: "nope" }, updateMask: { paths: ["role_uid"] } }, code: Code.InvalidArgument }),
+  },
+  "RoleBindingsService.DeleteRoleBinding": {
+    ok: async () => {
+      const uid = await newBinding();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
+  "ReposService.CreateRepo": {
+    ok: async () => ({ request: { parent: world.team, repo: { name: unique("repo") } } }),
+    refused: async () => ({ request: { parent: world.team, repo: { name: "Not A Repo" } }, code: Code.InvalidArgument }),
+  },
+  "ReposService.UpdateRepo": {
+    ok: async () => ({ request: { repo: { uid: await newRepo(), description: "changed" } } }),
+    refused: async () => ({ request: { repo: { uid: await newRepo(), name: "Not A Repo" } }, code: Code.InvalidArgument }),
+  },
+  "ReposService.DeleteRepo": {
+    ok: async () => {
+      const uid = await newRepo();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
+  "ReposService.UpdateRepoReadme": {
+    ok: async () => ({ request: { repoReadme: { uid: await newRepo(), content: "# hello" } } }),
+    refused: async () => ({ request: { repoReadme: { uid: bogus(), content: "# hello" } }, code: Code.NotFound }),
+  },
+  "TagsService.CreateTag": {
+    ok: async () => ({ request: { parent: await newRepo(), tag: { name: "latest", digest: digest(++n) } } }),
+    refused: async () => ({ request: { parent: await newRepo(), tag: { name: "latest", digest: "sha256:nope" } }, code: Code.InvalidArgument }),
+  },
+  "TagsService.DeleteTag": {
+    ok: async () => {
+      const uid = await newTag();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: `${await newRepo()}/ffffffffffffffff` }, code: Code.NotFound }),
+  },
+};
+
+const keyOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;
+const implemented = domainBindings({ db: undefined as never, lists: undefined as never, issuerUrl: "", keys: undefined as never, external: undefined });
+const evented = implemented.flatMap(({ service }) => service.methods.filter((m) => eventRuleOf(m) !== undefined));
+
+describe("the outbox table covers every method that declares an event", () => {
+  it("has a row for each event-declaring method of the implemented services, and no other", () => {
+    expect(evented.length).toBeGreaterThan(0);
+    expect(Object.keys(table).sort()).toEqual(evented.map(keyOf).sort());
+  });
+});
+
+/** The number of outbox rows and the time of the newest (calls run one at a time in this file). */
+async function outboxMark(): Promise<{ count: number; newest: string }> {
+  const [row] = await server.database.db
+    .select({ count: sql<number>`count(*)::int`, newest: sql<string>`coalesce(max(${outboxEvents.createTime}), '-infinity')::text` })
+    .from(outboxEvents);
+  return row!;
+}
+
+/** A digest of every resource table: equal before and after means nothing was changed. */
+async function stateDigest(): Promise<string> {
+  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "outbox_events"];
+  const parts = await Promise.all(
+    tables.map(async (t) => {
+      const [row] = await server.database.db
+        .select({ d: sql<string | null>`md5(string_agg(x::text, '|' order by x::text))` })
+        .from(sql.raw(`${t} x`));
+      return `${t}:${row?.d ?? ""}`;
+    }),
+  );
+  return parts.join(",");
+}
+
+beforeAll(async () => {
+  server = await startTestServer();
+  world = await seedWorld(server, "outbox-org");
+  const { db } = server.database;
+  // The readme needs CAP_REPO_INTERNAL_ADMIN, which no managed role grants: the owner gets it from a custom role.
+  const role = newChildUid(world.org);
+  await db.insert(roles).values({ uid: role, parentUid: world.org, name: "readme-admin", capabilities: [Capability.CAP_REPO_LIST, Capability.CAP_REPO_UPDATE, Capability.CAP_REPO_INTERNAL_ADMIN] });
+  await db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: world.identity.owner, roleUid: role });
+  // A switch that makes the outbox refuse the events of one type.
+  await db.execute(sql`create table test_outbox_fault (type text primary key)`);
+  await db.execute(sql.raw(`
+    create function test_outbox_fault() returns trigger language plpgsql as $$
+    begin
+      if exists (select 1 from test_outbox_fault where type = new.type) then
+        raise exception 'test: the outbox refuses %', new.type;
+      end if;
+      return new;
+    end $$`));
+  await db.execute(sql`create trigger test_outbox_fault before insert on outbox_events for each row execute function test_outbox_fault()`);
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+describe.each(protocols)("unit of work [%s]", (protocol: Protocol) => {
+  describe.each(evented.filter((m) => table[keyOf(m)]).map((m) => [keyOf(m), m] as const))("%s", (_key, method) => {
+    const row = () => table[keyOf(method)]!;
+    const rule = eventRuleOf(method)!;
+    const unary = method as DescMethodUnary;
+
+    it("a successful call records exactly one event, in its transaction", async () => {
+      const c = await row().ok();
+      const before = await outboxMark();
+      const out = await call(protocol, server.baseUrl, unary, c.request as never, world.auth("owner"));
+      expect(out.error?.message).toBeUndefined();
+      expect((await outboxMark()).count).toBe(before.count + 1);
+      const [event] = await server.database.db.select().from(outboxEvents).where(sql`${outboxEvents.createTime} > ${before.newest}::timestamptz`);
+      expect(event?.method).toBe(`/${method.parent.typeName}/${method.name}`);
+      const response = out.message as { uid?: string };
+      const subject = c.subject ?? response.uid!;
+      expect(event).toMatchObject({
+        type: rule.type,
+        audience: rule.audience,
+        actor: world.identity.owner,
+        subject,
+        groupUid: c.group === "<subject>" ? subject : (c.group ?? world.team),
+      });
+      const isDelete = method.output.typeName === "google.protobuf.Empty";
+      const body = isDelete ? toJson(method.input, create(method.input, c.request as never), { registry }) : toJson(method.output, out.message!, { registry });
+      expect(event!.body).toEqual(body);
+    });
+
+    it("a call refused after authorization records nothing and changes nothing", async () => {
+      const r = await row().refused();
+      const before = await stateDigest();
+      const out = await call(protocol, server.baseUrl, unary, r.request as never, world.auth("owner"));
+      expect(out.error?.code, out.error?.message).toBe(r.code);
+      expect(await stateDigest()).toBe(before);
+    });
+
+    it("a call whose event cannot be recorded fails and leaves nothing it wrote", async () => {
+      const c = await row().ok();
+      const { db } = server.database;
+      await db.execute(sql`insert into test_outbox_fault values (${rule.type})`);
+      try {
+        const before = await stateDigest();
+        const out = await call(protocol, server.baseUrl, unary, c.request as never, world.auth("owner"));
+        expect(out.error?.code).toBe(Code.Internal);
+        expect(await stateDigest()).toBe(before);
+      } finally {
+        await db.execute(sql`delete from test_outbox_fault`);
+      }
+    });
+  });
+});
