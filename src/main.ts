@@ -1,6 +1,7 @@
 // The one wiring point: config -> database -> services -> server.
 import { ConfigError, loadConfig, type Config } from "./config.js";
 import { openDatabase } from "./db/client.js";
+import { DataDirLockedError } from "./db/data-dir-lock.js";
 import { ensureSecret } from "./db/secrets.js";
 import { bootstrap } from "./iam/bootstrap.js";
 import { ensureManagedRoles } from "./iam/managed-roles.js";
@@ -84,6 +85,8 @@ async function main(): Promise<void> {
 main().catch((err: unknown) => {
   if (err instanceof ConfigError) {
     log.error(`configuration error: ${err.message}`);
+  } else if (err instanceof DataDirLockedError) {
+    log.error(`failed to start: ${err.message}`);
   } else {
     log.error("failed to start", { err });
   }

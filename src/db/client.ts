@@ -1,8 +1,10 @@
 // The database: PostgreSQL through postgres.js when DATABASE_URL is set, otherwise an embedded PGlite
-// database persisted under DATA_DIR. Both get the same schema and the same migrations, applied on open.
+// database persisted under DATA_DIR, which one process at a time may open. Both get the same schema and the
+// same migrations, applied on open.
 import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import * as schema from "./schema/index.js";
 import { log } from "../kernel/log.js";
 
@@ -53,26 +55,48 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
   };
 }
 
-/** Opens an embedded PGlite database in `dataDir` (or in memory when dataDir is "memory://"). */
+/**
+ * Opens an embedded PGlite database in `dataDir` (or in memory when dataDir is "memory://"). A directory is
+ * locked while open (data-dir-lock.ts): opening one that another process has open throws DataDirLockedError,
+ * before anything is read or written.
+ */
 export async function openPglite(dataDir: string): Promise<Database> {
-  const { PGlite } = await import("@electric-sql/pglite");
-  const { drizzle } = await import("drizzle-orm/pglite");
-  const { migrate } = await import("drizzle-orm/pglite/migrator");
-  if (!dataDir.startsWith("memory://")) mkdirSync(dataDir, { recursive: true });
-  const client = await PGlite.create(dataDir);
-  const db = drizzle(client, { schema });
-  await migrate(db, { migrationsFolder });
-  return {
-    db: db as unknown as Db,
-    kind: "pglite",
-    // In-process: the subscription cannot be lost.
-    async listen(channel, onNotify, onReady) {
-      const unlisten = await client.listen(channel, onNotify);
-      onReady();
-      return unlisten;
-    },
-    close: () => client.close(),
-  };
+  let lock: DataDirLock | undefined;
+  if (!dataDir.startsWith("memory://")) {
+    mkdirSync(dataDir, { recursive: true });
+    lock = lockDataDir(dataDir);
+  }
+  // What undoes the open so far: the lock, then the client and the lock.
+  let close = async (): Promise<void> => lock?.release();
+  try {
+    const { PGlite } = await import("@electric-sql/pglite");
+    const { drizzle } = await import("drizzle-orm/pglite");
+    const { migrate } = await import("drizzle-orm/pglite/migrator");
+    const client = await PGlite.create(dataDir);
+    close = async () => {
+      try {
+        await client.close();
+      } finally {
+        lock?.release();
+      }
+    };
+    const db = drizzle(client, { schema });
+    await migrate(db, { migrationsFolder });
+    return {
+      db: db as unknown as Db,
+      kind: "pglite",
+      // In-process: the subscription cannot be lost.
+      async listen(channel, onNotify, onReady) {
+        const unlisten = await client.listen(channel, onNotify);
+        onReady();
+        return unlisten;
+      },
+      close,
+    };
+  } catch (err) {
+    await close().catch(() => {}); // the open's error is the one to report
+    throw err;
+  }
 }
 
 export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string }): Promise<Database> {

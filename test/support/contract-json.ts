@@ -1,6 +1,7 @@
-// The published wire contract (shared/reference/wire-contract.json) and a pure comparison of it with the
-// compiled descriptors the server uses at run time. The comparison counts every fact the contract states
-// and reports each one that the descriptors do not match, so a test can require 100%.
+// The published wire contract (copied into test/fixtures/wire-contract.json, see test/fixtures/README.md) and
+// a pure comparison of it with the compiled descriptors the server uses at run time. The comparison counts
+// every fact the contract states and reports each one that the descriptors do not match, so a test can
+// require 100%.
 import { readFileSync } from "node:fs";
 import { getExtension, hasExtension, isFieldSet, type DescEnum, type DescFile, type DescMethod } from "@bufbuild/protobuf";
 import { protoCamelCase } from "@bufbuild/protobuf/reflect";
@@ -95,10 +96,10 @@ export interface WireContract {
 }
 
 /**
- * Location of the contract: `../shared/reference/wire-contract.json` relative to the repository root (CI
- * clones the repository with shared/ beside it). Resolved from this file, not from the working directory.
+ * Location of the contract: the copy in test/fixtures (the tests need nothing outside the repository).
+ * Resolved from this file, not from the working directory.
  */
-export const contractUrl = new URL("../../../shared/reference/wire-contract.json", import.meta.url);
+export const contractUrl = new URL("../fixtures/wire-contract.json", import.meta.url);
 
 export function loadContract(url: URL = contractUrl): WireContract {
   return JSON.parse(readFileSync(url, "utf8")) as WireContract;

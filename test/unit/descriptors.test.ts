@@ -11,7 +11,7 @@ import { HttpRuleSchema } from "../../gen/google/api/http_pb.js";
 import { apiMethods, authRuleOf, eventRuleOf, httpRuleOf, scopePathOf } from "../../src/kernel/descriptors.js";
 import { contractMethodOf, loadContract, type ContractMethod } from "../support/contract-json.js";
 
-const contract = loadContract(new URL("../../../shared/reference/wire-contract.json", import.meta.url));
+const contract = loadContract();
 
 function nameOf(method: DescMethod): string {
   return `${method.parent.typeName}.${method.name}`;

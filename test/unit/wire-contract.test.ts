@@ -11,8 +11,7 @@ import {
   type WireContract,
 } from "../support/contract-json.js";
 
-// ../shared/reference/wire-contract.json relative to the repository root, resolved from this file.
-const contract = loadContract(new URL("../../../shared/reference/wire-contract.json", import.meta.url));
+const contract = loadContract();
 
 /** A contract method by file, service and name; throws when the fixture does not have it. */
 function methodOf(c: WireContract, file: string, service: string, method: string): ContractMethod {
