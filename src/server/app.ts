@@ -56,8 +56,16 @@ export interface App {
 }
 
 /**
+ * What the domains built so far implement. Domains add their bindings here; the authorization matrix test
+ * reads this list to find the services it must cover.
+ */
+export function domainBindings(domain: DomainDeps): ServiceBinding[] {
+  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain)];
+}
+
+/**
  * Every API service is registered, so every route of the contract exists; a method no domain implements
- * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol. Domains add their implementations here.
+ * yet answers UNIMPLEMENTED (with ErrorInfo) on every protocol.
  */
 function serviceImplementations(deps: AppDeps, external: ExternalVerifier): Map<string, object> {
   const domain: DomainDeps = {
@@ -67,7 +75,7 @@ function serviceImplementations(deps: AppDeps, external: ExternalVerifier): Map<
     keys: deps.keys,
     external,
   };
-  const bindings: ServiceBinding[] = [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...(deps.overrides ?? [])];
+  const bindings: ServiceBinding[] = [...domainBindings(domain), ...(deps.overrides ?? [])];
   const impls = new Map<string, object>();
   for (const { service, impl } of bindings) impls.set(service.typeName, impl);
   return impls;
