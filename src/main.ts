@@ -4,6 +4,7 @@ import { openDatabase } from "./db/client.js";
 import { DataDirLockedError } from "./db/data-dir-lock.js";
 import { ensureSecret } from "./db/secrets.js";
 import { bootstrap } from "./iam/bootstrap.js";
+import { createIdentityDirectory } from "./iam/directory.js";
 import { ensureManagedRoles } from "./iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "./kernel/auth/index.js";
 import { createExternalVerifier } from "./kernel/auth/external.js";
@@ -52,14 +53,16 @@ async function main(): Promise<void> {
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
   const keys = await createKeyStore(database.db);
   await ensureManagedRoles(database.db);
+  const directory = createIdentityDirectory(database.db);
   const app = createApp({
     database,
     serviceDomain: config.serviceDomain,
     pageTokenSecret,
     issuerUrl: config.issuerUrl,
     keys,
+    directory,
     external: createExternalVerifier({
-      db: database.db,
+      directory,
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,
       self: { issuer: config.issuerUrl, keys },
     }),

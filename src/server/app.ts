@@ -11,7 +11,7 @@ import { allFiles, apiMethods, apiServices, registry } from "../kernel/descripto
 import { createErrorBoundary } from "../kernel/errors/index.js";
 import { createListPlanner } from "../kernel/list/index.js";
 import { createUnitOfWork } from "../kernel/unit-of-work.js";
-import { createAuthenticator, createAuthInterceptor, createIdentityLoader, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
+import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type IdentityDirectory, type KeyStore } from "../kernel/auth/index.js";
 import { createGrantsCache } from "../kernel/auth/grants-cache.js";
 import { createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
@@ -38,6 +38,8 @@ export interface AppDeps {
   issuerUrl: string;
   /** Signing keys shared by every replica through the database. */
   keys: KeyStore;
+  /** Identities and their grants, as authentication reads them (the IAM domain's: iam/directory.ts). */
+  directory: IdentityDirectory;
   /**
    * Verifies tokens of external OIDC issuers against identities' claimMatch. Default: the OIDC verifier
    * (kernel/auth/external.ts) with plain-http loopback issuers refused.
@@ -90,10 +92,10 @@ function registerServices(router: ConnectRouter, bindings: readonly ServiceBindi
 export function createApp(deps: AppDeps): App {
   const external =
     deps.external ??
-    createExternalVerifier({ db: deps.database.db, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
-  const grants = createGrantsCache({ load: createIdentityLoader(deps.database.db), subscribe: deps.database.listen });
+    createExternalVerifier({ directory: deps.directory, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
+  const grants = createGrantsCache({ load: (uid) => deps.directory.grants(uid), subscribe: deps.database.listen });
   const authenticator = createAuthenticator({
-    db: deps.database.db,
+    directory: deps.directory,
     keys: deps.keys,
     issuer: deps.issuerUrl,
     audience: deps.issuerUrl,

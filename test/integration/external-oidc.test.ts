@@ -17,7 +17,8 @@ import { IdentitySchema, RelationshipType, ServicePrincipal, type Identity } fro
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { openPglite } from "../../src/db/client.js";
 import { identities, signingKeys } from "../../src/db/schema/index.js";
-import { createAuthenticator, createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/index.js";
+import { createIdentityDirectory } from "../../src/iam/directory.js";
+import { createAuthenticator, createKeyStore, mintToken, type IdentityDirectory, type KeyStore } from "../../src/kernel/auth/index.js";
 import { createExternalVerifier, ExternalTokenError, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { newRootUid } from "../../src/kernel/uidp.js";
@@ -30,11 +31,13 @@ let database: TestDatabase;
 let idp: FakeIssuer;
 let stranger: FakeIssuer; // an issuer no identity references
 let keys: KeyStore;
+let directory: IdentityDirectory;
 
 beforeAll(async () => {
   setLogLevel("silent");
   database = await openTestDatabase();
   keys = await createKeyStore(database.db);
+  directory = createIdentityDirectory(database.db);
   idp = await startFakeIssuer();
   stranger = await startFakeIssuer({ path: "/tenant" });
 });
@@ -78,7 +81,7 @@ let subjectCounter = 0;
 const freshSubject = () => `subject-${Date.now()}-${++subjectCounter}`;
 
 function verifier(over: Partial<ExternalVerifierOptions> = {}) {
-  return createExternalVerifier({ db: database.db, allowInsecureLoopback: true, jwksCooldownMs: 0, ...over });
+  return createExternalVerifier({ directory, allowInsecureLoopback: true, jwksCooldownMs: 0, ...over });
 }
 
 async function failure(p: Promise<unknown>): Promise<ExternalTokenError> {
@@ -369,7 +372,7 @@ describe("authenticator with the external verifier", () => {
     const sub = freshSubject();
     const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
     const broken: typeof fetch = () => Promise.reject(new TypeError("boom"));
-    const mk = (v: ReturnType<typeof verifier>) => createAuthenticator({ db: database.db, keys, issuer: "https://self.invalid", audience: "https://self.invalid", external: v });
+    const mk = (v: ReturnType<typeof verifier>) => createAuthenticator({ directory, keys, issuer: "https://self.invalid", audience: "https://self.invalid", external: v });
     const { principal } = await mk(verifier()).authenticate(await idp.mint({ sub }));
     expect(principal).toMatchObject({ identityUid: uid, issuer: idp.url, subject: sub, homeGroup: undefined });
     const refusals: Array<[string, () => Promise<unknown>]> = [

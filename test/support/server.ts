@@ -4,6 +4,7 @@ import { createApp, type App, type AppDeps } from "../../src/server/app.js";
 import { listen } from "../../src/server/listener.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { ensureSecret } from "../../src/db/secrets.js";
+import { createIdentityDirectory } from "../../src/iam/directory.js";
 import { ensureManagedRoles } from "../../src/iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/index.js";
 import { createExternalVerifier, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
@@ -24,7 +25,7 @@ export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrid
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
    */
-  externalOptions?: Partial<Omit<ExternalVerifierOptions, "db" | "self">>;
+  externalOptions?: Partial<Omit<ExternalVerifierOptions, "directory" | "self">>;
 };
 
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
@@ -39,10 +40,11 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
   const { externalOptions, ...appOpts } = opts;
+  const directory = createIdentityDirectory(database.db);
   const external =
     appOpts.external ??
-    createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, db: database.db, self: { issuer: baseUrl, keys } });
-  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, ...appOpts, external });
+    createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, directory, self: { issuer: baseUrl, keys } });
+  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external });
   late.app = app;
   return {
     baseUrl,

@@ -1,12 +1,9 @@
 // Capability resolution. A role binding (identity, role, group) grants the role's capabilities on the group
 // and everything beneath it. An identity created under a group is confined to that group's subtree: a
-// binding on an ancestor counts only from the identity's home group down. The identity and its bindings are
-// read together (one prepared, indexed query), and remembered between requests only until a grant changes
+// binding on an ancestor counts only from the identity's home group down. The identity and its bindings come
+// from the IdentityDirectory (directory.ts), and are remembered between requests only until a grant changes
 // (grants-cache.ts).
-import { eq, sql } from "drizzle-orm";
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
-import type { Db } from "../../db/client.js";
-import { identities, roleBindings, roles } from "../../db/schema/index.js";
 import { permissionDenied } from "../errors/index.js";
 import { isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
@@ -21,28 +18,6 @@ export interface IdentityGrants {
   /** The identity's home group (parent), or undefined for a root-level identity. */
   homeGroup: string | undefined;
   bindings: Binding[];
-}
-
-/**
- * Reads an identity's home group and all its role bindings in one query; undefined when the identity does
- * not exist. Prepared once per database.
- */
-export function createIdentityLoader(db: Db): (identityUid: string) => Promise<IdentityGrants | undefined> {
-  const query = db
-    .select({ parentUid: identities.parentUid, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
-    .from(identities)
-    .leftJoin(roleBindings, eq(roleBindings.identityUid, identities.uid))
-    .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
-    .where(eq(identities.uid, sql.placeholder("uid")))
-    .prepare("auth_identity_grants");
-  return async (identityUid) => {
-    const rows = await query.execute({ uid: identityUid });
-    if (rows.length === 0) return undefined;
-    return {
-      homeGroup: rows[0]!.parentUid ?? undefined,
-      bindings: rows.flatMap((r) => (r.groupUid && r.capabilities ? [{ groupUid: r.groupUid, capabilities: r.capabilities }] : [])),
-    };
-  };
 }
 
 interface Grant {

@@ -1,21 +1,19 @@
 // Turns a bearer token into a Principal. Tokens this server minted are verified with its own keys; tokens of
 // other issuers go to the external verifier (OIDC discovery + JWKS, matched against identities' claimMatch).
 // Every failure is UNAUTHENTICATED: never a 500, never a hint of which identities exist.
-import { eq, and, or, isNull, lt, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
-import type { Db } from "../../db/client.js";
-import { identities } from "../../db/schema/index.js";
 import { unauthenticated } from "../errors/index.js";
 import { log } from "../log.js";
 import type { KeyStore } from "./keys.js";
 import type { Principal } from "./principal.js";
-import { createIdentityLoader, type Binding, type IdentityGrants } from "./access.js";
+import type { Binding, IdentityGrants } from "./access.js";
+import type { IdentityDirectory } from "./directory.js";
 import { verifyOwnToken } from "./tokens.js";
 
 /** Tokens larger than this are refused before any parsing. */
 export const MAX_TOKEN_BYTES = 16 * 1024;
 /** lastSeenTime is written at most this often per identity. */
-const LAST_SEEN_GRANULARITY_MS = 60_000;
+const LAST_SEEN_GRANULARITY_SECONDS = 60;
 
 export interface ExternalVerifier {
   /**
@@ -39,14 +37,15 @@ export interface Authenticator {
 const VERIFIED_CACHE_SIZE = 10_000;
 
 export interface AuthenticatorOptions {
-  db: Db;
+  /** Where identities and their grants are read, and lastSeenTime recorded. */
+  directory: IdentityDirectory;
   keys: KeyStore;
   /** This server's issuer URL. */
   issuer: string;
   /** The audience this server's access tokens carry. */
   audience: string;
   external?: ExternalVerifier;
-  /** Where an identity's grants come from (a GrantsCache's get); default: read on every request. */
+  /** Where an identity's grants come from (a GrantsCache's get); default: the directory, on every request. */
   grants?: (identityUid: string) => Promise<IdentityGrants | undefined>;
 }
 
@@ -57,26 +56,20 @@ function isExpired(err: unknown): boolean {
 }
 
 export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
-  const { db } = opts;
+  const { directory } = opts;
   const lastTouched = new Map<string, number>();
 
   const touch = (uid: string) => {
     const now = Date.now();
-    if (now - (lastTouched.get(uid) ?? 0) < LAST_SEEN_GRANULARITY_MS) return;
+    if (now - (lastTouched.get(uid) ?? 0) < LAST_SEEN_GRANULARITY_SECONDS * 1000) return;
     lastTouched.set(uid, now);
     if (lastTouched.size > 100_000) lastTouched.clear();
-    db.update(identities)
-      .set({ lastSeenTime: sql`now()` })
-      .where(
-        and(
-          eq(identities.uid, uid),
-          or(isNull(identities.lastSeenTime), lt(identities.lastSeenTime, sql`now() - make_interval(secs => ${LAST_SEEN_GRANULARITY_MS / 1000})`)),
-        ),
-      )
+    directory
+      .markSeen(uid, LAST_SEEN_GRANULARITY_SECONDS)
       .catch((err: unknown) => log.warn("could not record lastSeenTime", { identity: uid, err }));
   };
 
-  const loadIdentity = opts.grants ?? createIdentityLoader(db);
+  const loadIdentity = opts.grants ?? ((uid: string) => directory.grants(uid));
   const grantsOf = async (uid: string) => {
     const grants = await loadIdentity(uid);
     if (!grants) throw invalid("the identity it names does not exist");

@@ -16,8 +16,6 @@
 // becomes one); only database errors pass through as they are. The code is the same for "no such
 // identity" and "the token does not match it", so callers can answer without revealing which identities
 // exist.
-import { fromJson } from "@bufbuild/protobuf";
-import { and, eq } from "drizzle-orm";
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
@@ -32,12 +30,11 @@ import {
   type JWTVerifyGetKey,
   type ProtectedHeaderParameters,
 } from "jose";
-import { IdentitySchema, type Identity } from "../../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import type { Db } from "../../db/client.js";
-import { identities } from "../../db/schema/index.js";
+import type { Identity } from "../../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { log } from "../log.js";
 import { MAX_TOKEN_BYTES, type ExternalVerifier } from "./authenticator.js";
 import { audiencesOf, claimMatchSpecOf, claimMismatch, isExactIssuerAndSubject, issuerAccepted, type ClaimMatchSpec } from "./claim-match.js";
+import type { IdentityDirectory } from "./directory.js";
 import type { KeyStore } from "./keys.js";
 
 /** Signature algorithms accepted from external issuers (no HMAC, no "none"). */
@@ -87,7 +84,8 @@ export function canAssume(v: ExternalVerifier | undefined): v is ExternalTokenVe
 }
 
 export interface ExternalVerifierOptions {
-  db: Db;
+  /** Where the identities a token may assume are found. */
+  directory: IdentityDirectory;
   /** Allow plain http for issuers and JWKS on loopback hosts (127.0.0.0/8, ::1, localhost). */
   allowInsecureLoopback: boolean;
   /** Timeout of each discovery or JWKS fetch. Default 5 s. */
@@ -224,15 +222,6 @@ function inspect(token: string, toleranceSeconds: number): Presented {
 }
 
 type Relationship = Identity["relationship"];
-
-function relationshipOf(row: { uid: string; relationship: unknown }): Relationship | undefined {
-  try {
-    return fromJson(IdentitySchema, row.relationship as never, { ignoreUnknownFields: true }).relationship;
-  } catch (err) {
-    log.warn("identity relationship does not parse", { identity: row.uid, err });
-    return undefined;
-  }
-}
 
 /** Errors of fetching or reading a JWKS: jose's timeout, non-200, bad JSON or bad set, or the fetch itself. */
 function isFetchFailure(err: unknown): boolean {
@@ -424,8 +413,8 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, identityExpiresAt };
   };
 
-  const verifyAgainst = async (uid: string, rel: Relationship | undefined, token: string, t: Presented, direct: boolean) => {
-    switch (rel?.case) {
+  const verifyAgainst = async (uid: string, rel: Relationship, token: string, t: Presented, direct: boolean) => {
+    switch (rel.case) {
       case "claimMatch": {
         const spec = claimMatchSpecOf(rel.value);
         if (direct && !isExactIssuerAndSubject(spec)) throw notAccepted("direct use needs an exact issuer and subject");
@@ -450,7 +439,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
 
   // Database errors are not caught here: they are not the token's fault (the authenticator refuses the
   // token anyway; the token exchange reports them as the server's failure).
-  const select = { uid: identities.uid, relationship: identities.relationship };
+  const { directory } = opts;
 
   return {
     async verify(token, issuer) {
@@ -459,29 +448,26 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         if (t.iss !== issuer) throw invalid("issuer mismatch");
         return t;
       });
-      const rows = await opts.db
-        .select(select)
-        .from(identities)
-        .where(and(eq(identities.issuer, t.iss), eq(identities.subject, t.sub)))
-        .limit(2);
+      // Two at most: one is the answer, a second makes the token ambiguous.
+      const found = await directory.withIssuerAndSubject(t.iss, t.sub, 2);
       return guarded(async () => {
-        if (rows.length === 0) throw notAccepted("no identity has this issuer and subject");
-        if (rows.length > 1) throw notAccepted("more than one identity has this issuer and subject");
-        const row = rows[0]!;
-        return verifyAgainst(row.uid, relationshipOf(row), token, t, true);
+        if (found.length === 0) throw notAccepted("no identity has this issuer and subject");
+        if (found.length > 1) throw notAccepted("more than one identity has this issuer and subject");
+        const identity = found[0]!;
+        return verifyAgainst(identity.uid, identity.relationship, token, t, true);
       });
     },
 
     async assume(token, identityUid) {
-      const [row] = await opts.db.select(select).from(identities).where(eq(identities.uid, identityUid)).limit(1);
+      const identity = await directory.assumable(identityUid);
       return guarded(async () => {
-        const rel = row ? relationshipOf(row) : undefined;
+        const rel = identity?.relationship;
         if (rel?.case === "awsIdentity") throw new ExternalTokenError("NO_VERIFIER", "AWS identities");
         if (rel?.case === "servicePrincipal") throw new ExternalTokenError("NO_VERIFIER", "service principal identities");
         // Token-only checks come before anything that depends on the identity existing.
         const t = inspect(token, tolerance);
-        if (!row) throw notAccepted("no such identity");
-        return verifyAgainst(row.uid, rel, token, t, false);
+        if (!identity) throw notAccepted("no such identity");
+        return verifyAgainst(identity.uid, identity.relationship, token, t, false);
       });
     },
   };

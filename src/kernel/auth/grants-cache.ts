@@ -23,7 +23,7 @@ const DEFAULT_MAX_ENTRIES = 10_000;
 export type Subscribe = (channel: string, onNotify: (payload: string) => void, onReady: () => void) => Promise<() => Promise<void>>;
 
 export interface GrantsCacheOptions {
-  /** Reads an identity's grants from the database; undefined when the identity does not exist. */
+  /** Reads an identity's grants (IdentityDirectory.grants); undefined when the identity does not exist. */
   load: (identityUid: string) => Promise<IdentityGrants | undefined>;
   /** The database's notification subscription (Database.listen). Without one, nothing is remembered. */
   subscribe?: Subscribe;

@@ -1,0 +1,33 @@
+// What the auth kernel needs to know of identities and their grants, as an interface the IAM domain
+// implements (src/iam/directory.ts). The kernel never reads IAM's tables: it asks the directory, so how
+// identities, roles and bindings are stored stays IAM's business.
+import type { Identity } from "../../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import type { IdentityGrants } from "./access.js";
+
+/** An identity as token verification sees it: its uid and how tokens assume it. */
+export interface AssumableIdentity {
+  uid: string;
+  /** The relationship oneof; unset when the stored one cannot be read. */
+  relationship: Identity["relationship"];
+}
+
+export interface IdentityDirectory {
+  /**
+   * The identity's home group and all its role bindings, each with its role's capabilities; undefined when
+   * the identity does not exist. Runs on every authenticated request that is not served from the grants
+   * cache: one indexed query.
+   */
+  grants(identityUid: string): Promise<IdentityGrants | undefined>;
+
+  /**
+   * Up to `limit` identities whose relationship names exactly this issuer and subject (a claim match with
+   * exact issuer and subject, or static keys): the candidates for a token presented directly on an API call.
+   */
+  withIssuerAndSubject(issuer: string, subject: string, limit: number): Promise<AssumableIdentity[]>;
+
+  /** The identity `identityUid`, if it exists: the one a token presented to the token exchange assumes. */
+  assumable(identityUid: string): Promise<AssumableIdentity | undefined>;
+
+  /** Records that the identity authenticated now, unless that was already recorded within `withinSeconds`. */
+  markSeen(identityUid: string, withinSeconds: number): Promise<void>;
+}
