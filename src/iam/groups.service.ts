@@ -50,7 +50,7 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
         // Authorization before existence: the capability on the parent is checked before it is looked up.
         await requireRuleAt(ctx, req.parent);
         throwIfAny([...parentDepthViolations(req.parent), ...under("group", groupViolations(group))]);
-        return toGroup(await groups(ctx).createChild(req.parent, groupFields(group)));
+        return toGroup(await groups(ctx).create(req.parent, groupFields(group)));
       }
       if (access.principal.homeGroup !== undefined) {
         throw permissionDenied(
@@ -67,7 +67,7 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
         field: "group",
         toMessage: toGroup,
         toFields: groupFields,
-        check: (next, changed) => groupViolations(next, changed),
+        check: groupViolations,
       });
       return toGroup(row);
     },

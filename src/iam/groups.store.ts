@@ -47,6 +47,7 @@ export function createGroupStore(db: Executor) {
     table: groups,
     type: GroupSchema.typeName,
     parentType: GroupSchema.typeName,
+    parentColumn: "parentUid",
     // Deleting a group anything references (sub-groups, identities, roles, role bindings, or rows of any
     // table added later that references groups) is refused by the database: no child is looked up first, so
     // no race slips between check and delete.
@@ -59,12 +60,6 @@ export function createGroupStore(db: Executor) {
 
   return {
     ...base,
-
-    /** Creates a group under `parent`; NOT_FOUND (naming the parent) when it does not exist. */
-    async createChild(parent: string, fields: GroupFields): Promise<GroupRow> {
-      const [row] = await base.insert(parent, [{ uid: newChildUid(parent), parentUid: parent, ...fields }]);
-      return row!;
-    },
 
     /** Creates an organization (root group) and binds `owner` to it with the managed owner role (run it in a unit of work). */
     async createOrganization(fields: GroupFields, owner: string): Promise<GroupRow> {

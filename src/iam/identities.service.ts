@@ -54,7 +54,7 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
         field: "identity",
         toMessage: toIdentity,
         toFields: identityFields,
-        check: (next, changed) => identityViolations(next, changed),
+        check: identityViolations,
       });
       return toIdentity(row);
     },
@@ -90,7 +90,7 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
         field: "identity_metadata",
         toMessage: toIdentityMetadata,
         toFields: identityMetadataFields,
-        check: (next, changed) => identityMetadataViolations(next, changed),
+        check: identityMetadataViolations,
       });
       return toIdentityMetadata(row);
     },

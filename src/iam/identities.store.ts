@@ -5,11 +5,11 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitySchema, RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { identities, type IdentityFields, type IdentityRow } from "../db/schema/index.js";
+import { identities, type IdentityRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
-import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { uidpPredicate } from "../kernel/uidp.js";
 
 export interface IdentityListFilter {
   /** The caller's visible scopes: only identities beneath one of them are listed and counted. */
@@ -32,18 +32,13 @@ export function createIdentityStore(db: Executor) {
     table: identities,
     type: IdentitySchema.typeName,
     parentType: GroupSchema.typeName,
+    parentColumn: "parentUid",
     // Tables added later may reference identities with RESTRICT or NO ACTION.
     stillReferenced: (uid) => ({ type: "RESOURCE_NOT_EMPTY", subject: uid, description: `identity ${uid} is still referenced; remove those references first` }),
   });
 
   return {
     ...base,
-
-    /** Creates an identity under `parent`; NOT_FOUND (naming the group) when the group does not exist. */
-    async create(parent: string, fields: IdentityFields): Promise<IdentityRow> {
-      const [row] = await base.insert(parent, [{ uid: newChildUid(parent), parentUid: parent, ...fields }]);
-      return row!;
-    },
 
     /** A page of identities within the caller's scopes, filtered. */
     async list(plan: ListPlan, filter: IdentityListFilter): Promise<ListPage<IdentityRow>> {

@@ -74,7 +74,7 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
     const held = await accessOf(ctx).capabilitiesAt(parent);
     await groups(ctx).get(parent);
     await checkTargets(ctx, held, parent, targets);
-    const rows = await bindings(ctx).create(parent, targets.map((t) => ({ identityUid: t.identityUid, roleUid: t.roleUid })));
+    const rows = await bindings(ctx).createMany(parent, targets.map((t) => ({ identityUid: t.identityUid, roleUid: t.roleUid })));
     return bindings(ctx).findHydratedMany(rows.map((r) => r.uid));
   };
 

@@ -9,7 +9,7 @@ import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
-import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { uidpPredicate } from "../kernel/uidp.js";
 
 const hydratedFields = {
   uid: roleBindings.uid,
@@ -45,12 +45,6 @@ export interface BindingListFilter {
   scopes: readonly string[];
 }
 
-/** What a binding grants: an identity a role. */
-export interface BindingTargetRow {
-  identityUid: string;
-  roleUid: string;
-}
-
 export function createRoleBindingStore(db: Executor) {
   /** Bindings with their identity, group and role. */
   const hydrated = () =>
@@ -65,6 +59,7 @@ export function createRoleBindingStore(db: Executor) {
     table: roleBindings,
     type: RoleBindingSchema.typeName,
     parentType: GroupSchema.typeName,
+    parentColumn: "groupUid",
     // (group, identity, role) is unique: a second binding of it names the first. The text stays short.
     unique: {
       columns: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid],
@@ -81,11 +76,6 @@ export function createRoleBindingStore(db: Executor) {
 
   return {
     ...base,
-
-    /** Creates bindings on the group `parent`, all or none: NOT_FOUND for a missing group, ALREADY_EXISTS for a taken one. */
-    create(parent: string, targets: readonly BindingTargetRow[]) {
-      return base.insert(parent, targets.map((t) => ({ uid: newChildUid(parent), groupUid: parent, ...t })));
-    },
 
     async findHydrated(uid: string): Promise<HydratedRoleBindingRow | undefined> {
       const [row] = await hydrated().where(eq(roleBindings.uid, uid));

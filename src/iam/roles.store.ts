@@ -5,11 +5,11 @@ import { and, eq, inArray, isNull, not, or } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { RoleSchema } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { roles, type RoleFields, type RoleRow } from "../db/schema/index.js";
+import { roles, type RoleRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { listPage, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
-import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { uidpPredicate } from "../kernel/uidp.js";
 
 /** The order_by keys of ListRoles mapped to columns. */
 export const roleOrderColumns: OrderColumns = {
@@ -31,6 +31,7 @@ export function createRoleStore(db: Executor) {
     table: roles,
     type: RoleSchema.typeName,
     parentType: GroupSchema.typeName,
+    parentColumn: "parentUid",
     // Only custom roles are locked, written and deleted: a managed role reads as not found there.
     writable: not(roles.managed),
     // A role still bound fails in the database (the bindings' foreign key, SQLSTATE 23503 or 23001).
@@ -43,12 +44,6 @@ export function createRoleStore(db: Executor) {
 
   return {
     ...base,
-
-    /** Creates a custom role under `parent`; NOT_FOUND when the parent is not a group (the foreign key decides). */
-    async create(parent: string, fields: RoleFields): Promise<RoleRow> {
-      const [row] = await base.insert(parent, [{ uid: newChildUid(parent), parentUid: parent, managed: false, ...fields }]);
-      return row!;
-    },
 
     /** Several roles by uid, in one query, share-locked against a concurrent change of their capabilities. */
     async findShared(uids: readonly string[]): Promise<RoleRow[]> {

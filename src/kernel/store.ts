@@ -5,10 +5,12 @@
 //   find(uid)              the row, or undefined
 //   get(uid)               the row, or NOT_FOUND naming the resource (its type: `<X>Schema.typeName`)
 //   lock(uid)              the row locked FOR UPDATE for the rest of the transaction, or NOT_FOUND
-//   insert(parent, rows)   rows created under a parent; NOT_FOUND naming the parent when it does not exist
-//                          (never created, or deleted concurrently: the foreign key decides); ALREADY_EXISTS
-//                          when a unique key is taken (ON CONFLICT DO NOTHING, so concurrent creates of one
-//                          key yield one row and the transaction stays usable)
+//   create(parent, fields) a row created under a parent, its uid `<parent>/<16 hex>` (createMany: several,
+//                          all or none); NOT_FOUND naming the parent when it does not exist (never created,
+//                          or deleted concurrently: the foreign key decides); ALREADY_EXISTS when a unique
+//                          key is taken (ON CONFLICT DO NOTHING, so concurrent creates of one key yield one
+//                          row and the transaction stays usable)
+//   insert(parent, rows)   the same for rows whose uid and parent column the store sets itself
 //   write(uid, fields)     the fields written and update_time moved (ALREADY_EXISTS on a taken unique key)
 //   remove(uid)            deleted, or NOT_FOUND; FAILED_PRECONDITION when other rows still reference it
 //
@@ -19,6 +21,7 @@ import { PgTransaction, type AnyPgColumn, type PgTable } from "drizzle-orm/pg-co
 import type { ConnectError } from "@connectrpc/connect";
 import { failedPrecondition, isMissingReference, isStillReferenced, isUniqueViolation, notFound, type PreconditionViolation } from "./errors/index.js";
 import type { AnyPgDatabase } from "./list/keyset.js";
+import { newChildUid } from "./uidp.js";
 
 /** What a store is made over: a Drizzle database of either driver, or a transaction of one. */
 export type Executor = AnyPgDatabase;
@@ -56,12 +59,14 @@ interface ResourceColumns {
   updateTime: AnyPgColumn;
 }
 
-export interface ResourceSpec<T extends PgTable & ResourceColumns> {
+export interface ResourceSpec<T extends PgTable & ResourceColumns, P extends string = never> {
   table: T;
   /** The resource's message type name (`<X>Schema.typeName`), named in NOT_FOUND and ALREADY_EXISTS. */
   type: string;
   /** The parent's message type name, named in NOT_FOUND when an insert's parent does not exist. */
   parentType?: string;
+  /** The column (its property name) holding the parent's uid, set by create. */
+  parentColumn?: P;
   /** The columns read and returned (default: all of them). */
   columns?: Record<string, AnyPgColumn>;
   /** Rows of the table this store may lock, write and remove (managed roles are not the API's to change). */
@@ -75,10 +80,15 @@ export interface ResourceSpec<T extends PgTable & ResourceColumns> {
   stillReferenced?: (uid: string, err: unknown) => PreconditionViolation;
 }
 
-export interface ResourceStore<Row, Insert> {
+/** The columns create sets itself, besides the parent column. */
+type Generated = "uid" | "createTime" | "updateTime";
+
+export interface ResourceStore<Row, Insert, P extends string = never> {
   find(uid: string): Promise<Row | undefined>;
   get(uid: string): Promise<Row>;
   lock(uid: string): Promise<Row>;
+  create(parent: string, fields: Omit<Insert, Generated | P>): Promise<Row>;
+  createMany(parent: string, fields: readonly Omit<Insert, Generated | P>[]): Promise<Row[]>;
   insert(parent: string, rows: readonly Insert[]): Promise<Row[]>;
   write(uid: string, fields: Partial<Insert>): Promise<Row>;
   remove(uid: string): Promise<void>;
@@ -89,10 +99,12 @@ function inUse(uid: string): PreconditionViolation {
 }
 
 /** The shared part of a resource's store, over `db` (see the top of this file). */
-export function resourceStore<T extends PgTable & ResourceColumns, Row = T["$inferSelect"], Insert = T["$inferInsert"]>(
-  db: Executor,
-  spec: ResourceSpec<T>,
-): ResourceStore<Row, Insert> {
+export function resourceStore<
+  T extends PgTable & ResourceColumns,
+  Row = T["$inferSelect"],
+  Insert = T["$inferInsert"],
+  P extends keyof Insert & string = never,
+>(db: Executor, spec: ResourceSpec<T, P>): ResourceStore<Row, Insert, P> {
   const table = spec.table as PgTable & ResourceColumns;
   const columns = spec.columns ?? getTableColumns(table);
   const byUid = (uid: string) => eq(table.uid, uid);
@@ -104,8 +116,38 @@ export function resourceStore<T extends PgTable & ResourceColumns, Row = T["$inf
     return row as Row | undefined;
   };
 
+  const insert = async (parent: string, rows: readonly Insert[]): Promise<Row[]> => {
+    if (rows.length === 0) return [];
+    const write = () => {
+      const values = db.insert(table).values(rows as unknown as T["$inferInsert"][]);
+      const guarded = spec.unique ? values.onConflictDoNothing({ target: spec.unique.columns }) : values;
+      return guarded.returning(columns) as Promise<Row[]>;
+    };
+    const inserted = spec.parentType ? await underParent(spec.parentType, parent, write) : await write();
+    if (inserted.length < rows.length && spec.unique) {
+      // A row whose key was taken, by an existing row or an earlier row of the same insert.
+      const done = new Set(inserted.map((r) => (r as { uid: string }).uid));
+      const taken = rows.find((r) => !done.has((r as { uid: string }).uid))!;
+      throw await spec.unique.taken(db, taken as Record<string, unknown>);
+    }
+    return inserted;
+  };
+
+  const createMany = (parent: string, fields: readonly Omit<Insert, Generated | P>[]): Promise<Row[]> => {
+    if (!spec.parentColumn) throw new Error(`${spec.type}: create() needs the spec's parentColumn`);
+    const key = spec.parentColumn;
+    return insert(parent, fields.map((f) => ({ ...f, uid: newChildUid(parent), [key]: parent }) as Insert));
+  };
+
   return {
     find,
+    insert,
+    createMany,
+
+    async create(parent, fields) {
+      const [row] = await createMany(parent, [fields]);
+      return row!;
+    },
 
     async get(uid) {
       const row = await find(uid);
@@ -118,23 +160,6 @@ export function resourceStore<T extends PgTable & ResourceColumns, Row = T["$inf
       const [row] = await db.select(columns).from(table).where(writableUid(uid)).for("update");
       if (!row) throw missing(uid);
       return row as Row;
-    },
-
-    async insert(parent, rows) {
-      if (rows.length === 0) return [];
-      const insert = () => {
-        const values = db.insert(table).values(rows as unknown as T["$inferInsert"][]);
-        const guarded = spec.unique ? values.onConflictDoNothing({ target: spec.unique.columns }) : values;
-        return guarded.returning(columns) as Promise<Row[]>;
-      };
-      const inserted = spec.parentType ? await underParent(spec.parentType, parent, insert) : await insert();
-      if (inserted.length < rows.length && spec.unique) {
-        // A row whose key was taken, by an existing row or an earlier row of the same insert.
-        const done = new Set(inserted.map((r) => (r as { uid: string }).uid));
-        const taken = rows.find((r) => !done.has((r as { uid: string }).uid))!;
-        throw await spec.unique.taken(db, taken as Record<string, unknown>);
-      }
-      return inserted;
     },
 
     async write(uid, fields) {

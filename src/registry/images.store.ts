@@ -1,6 +1,6 @@
-// Manifests in the database, for ImagesService. Their rows are written by the OCI layout import; this side
-// only reads them, by primary key (repo_uid, digest).
-import { and, eq } from "drizzle-orm";
+// Manifests in the database: written by the OCI layout import (upsertMany), read by ImagesService by
+// primary key (repo_uid, digest).
+import { and, eq, sql } from "drizzle-orm";
 import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { manifests, repos, type ManifestRow } from "../db/schema/index.js";
 import { notFound } from "../kernel/errors/index.js";
@@ -12,8 +12,37 @@ import type { Executor } from "../kernel/store.js";
  */
 export const MANIFEST_TYPE = "chainguard.platform.registry.v2.Manifest";
 
+/** A manifest as the import records it. */
+export type ManifestWrite = Omit<typeof manifests.$inferInsert, "repoUid" | "createTime">;
+
 export function createManifestStore(db: Executor) {
   return {
+    /**
+     * Records the repo's manifests: new ones inserted, known ones changed only where they differ (an
+     * unchanged one is not written). Counts what was inserted and what was changed.
+     */
+    async upsertMany(repoUid: string, rows: readonly ManifestWrite[]): Promise<{ inserted: number; updated: number }> {
+      const changed = await db
+        .insert(manifests)
+        .values(rows.map((r) => ({ repoUid, ...r })))
+        .onConflictDoUpdate({
+          target: [manifests.repoUid, manifests.digest],
+          set: {
+            mediaType: sql`excluded.media_type`,
+            isIndex: sql`excluded.is_index`,
+            platform: sql`excluded.platform`,
+            size: sql`excluded.size`,
+            children: sql`excluded.children`,
+            manifestSize: sql`excluded.manifest_size`,
+          },
+          setWhere: sql`(${manifests.mediaType}, ${manifests.isIndex}, ${manifests.platform}, ${manifests.size}, ${manifests.children}, ${manifests.manifestSize})
+            is distinct from (excluded.media_type, excluded.is_index, excluded.platform, excluded.size, excluded.children, excluded.manifest_size)`,
+        })
+        .returning({ inserted: sql<boolean>`(xmax = 0)` });
+      const inserted = changed.filter((c) => c.inserted).length;
+      return { inserted, updated: changed.length - inserted };
+    },
+
     /** The manifest `digest` of the repo, or NOT_FOUND naming the repo (when it is missing) or the manifest. */
     async get(repoUid: string, digest: string): Promise<ManifestRow> {
       const [row] = await db

@@ -14,10 +14,9 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
-import { manifests } from "../db/schema/index.js";
 import { isValidDigest } from "./tag-kind.js";
+import { createManifestStore } from "./images.store.js";
 import { createRepoStore } from "./repos.store.js";
 import { createTagStore } from "./tags.store.js";
 
@@ -95,7 +94,7 @@ interface Descriptor {
 
 type ChildEntry = { digest: string; platform?: string; mediaType?: string; size?: number };
 
-interface ManifestRow {
+interface ManifestRecord {
   digest: string;
   mediaType: string;
   isIndex: boolean;
@@ -251,7 +250,7 @@ export async function importOciLayout(db: Db, opts: ImportOptions): Promise<Impo
   const top = index.manifests.map((m, i) => descriptorOf(m, `index.json manifests[${i}]`));
 
   // 1. scan
-  const rows = new Map<string, ManifestRow>();
+  const rows = new Map<string, ManifestRecord>();
   const layers = new Map<string, Descriptor>();
   const verified = new Set<string>();
   const inProgress = new Set<string>();
@@ -402,29 +401,9 @@ export async function importOciLayout(db: Db, opts: ImportOptions): Promise<Impo
   let updated = 0;
   for (let i = 0; i < all.length; i += WRITE_BATCH) {
     const batch = all.slice(i, i + WRITE_BATCH);
-    const changed = await db.transaction(async (tx) =>
-      tx
-        .insert(manifests)
-        .values(batch.map((r) => ({ repoUid, ...r })))
-        .onConflictDoUpdate({
-          target: [manifests.repoUid, manifests.digest],
-          set: {
-            mediaType: sql`excluded.media_type`,
-            isIndex: sql`excluded.is_index`,
-            platform: sql`excluded.platform`,
-            size: sql`excluded.size`,
-            children: sql`excluded.children`,
-            manifestSize: sql`excluded.manifest_size`,
-          },
-          setWhere: sql`(${manifests.mediaType}, ${manifests.isIndex}, ${manifests.platform}, ${manifests.size}, ${manifests.children}, ${manifests.manifestSize})
-            is distinct from (excluded.media_type, excluded.is_index, excluded.platform, excluded.size, excluded.children, excluded.manifest_size)`,
-        })
-        .returning({ inserted: sql<boolean>`(xmax = 0)` }),
-    );
-    for (const c of changed) {
-      if (c.inserted) inserted++;
-      else updated++;
-    }
+    const changed = await db.transaction((tx) => createManifestStore(tx).upsertMany(repoUid, batch));
+    inserted += changed.inserted;
+    updated += changed.updated;
     progress.manifestsWritten += batch.length;
     report();
   }

@@ -59,7 +59,7 @@ export function reposBindings(deps: DomainDeps): ServiceBinding[] {
         field: "repo",
         toMessage: toRepo,
         toFields: repoFields,
-        check: (next, changed) => repoViolations(next, changed),
+        check: repoViolations,
       });
       return toRepo(row);
     },

@@ -6,12 +6,12 @@ import { and, eq, getTableColumns } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { repos, type ReadmeRow, type RepoFields, type RepoRow } from "../db/schema/index.js";
+import { repos, type ReadmeRow, type RepoRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
-import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { uidpPredicate } from "../kernel/uidp.js";
 
 // Every column but the readme.
 const { readme: _readme, ...repoColumns } = getTableColumns(repos);
@@ -33,10 +33,11 @@ export const repoOrderColumns = {
 
 /** The store of the repos and of their readmes (a second resource on the same rows: the readme column). */
 export function createRepoStore(db: Executor) {
-  const base = resourceStore<typeof repos, RepoRow>(db, {
+  const base = resourceStore<typeof repos, RepoRow, typeof repos.$inferInsert, "groupUid">(db, {
     table: repos,
     type: RepoSchema.typeName,
     parentType: GroupSchema.typeName,
+    parentColumn: "groupUid",
     columns: repoColumns,
     // A name is unique within its group (the unique index decides, so concurrent creates of one name yield
     // one repo, and a rename onto a taken name fails): ALREADY_EXISTS naming the repo that has it.
@@ -60,12 +61,6 @@ export function createRepoStore(db: Executor) {
 
   return {
     ...base,
-
-    /** Creates a repo under the group `parent`: NOT_FOUND (naming the group), ALREADY_EXISTS (the name is taken). */
-    async create(parent: string, fields: RepoFields): Promise<RepoRow> {
-      const [row] = await base.insert(parent, [{ uid: newChildUid(parent), groupUid: parent, ...fields }]);
-      return row!;
-    },
 
     /** A page of repos within the caller's scopes, filtered. The readme is not read. */
     list(plan: ListPlan, filter: RepoListFilter): Promise<ListPage<RepoRow>> {

@@ -126,10 +126,10 @@ describe.skipIf(!process.env.DATABASE_URL)("DeleteGroup racing creates beneath i
       const identityStore = createIdentityStore(db);
       const tally: Record<Outcome, number> = { "delete-won": 0, "create-won": 0 };
       for (let i = 0; i < 100; i++) {
-        const target = await groupStore.createChild(org, { name: `target ${i}`, description: "", verified: false, kind: 0 });
+        const target = await groupStore.create(org, { name: `target ${i}`, description: "", verified: false, kind: 0 });
         const results = await race([
           () => viaStore(() => groupStore.remove(target.uid)),
-          () => viaStore(() => groupStore.createChild(target.uid, { name: `child ${i}`, description: "", verified: false, kind: 0 })),
+          () => viaStore(() => groupStore.create(target.uid, { name: `child ${i}`, description: "", verified: false, kind: 0 })),
           () => viaStore(() => identityStore.create(target.uid, { name: `robot ${i}`, description: "", company: "", ...claim(`robot-${i}`) })),
         ]);
         tally[await judge(db, target.uid, results)]++;

@@ -51,11 +51,6 @@ export function compileAnchored(pattern: string): RE2JS | null {
   return re;
 }
 
-/** Whether `pattern` is a valid re2 pattern (for validating identities when they are written). */
-export function isValidPattern(pattern: string): boolean {
-  return compileAnchored(pattern) !== null;
-}
-
 /** Whether the whole of `value` matches `pattern`. An invalid pattern matches nothing. */
 export function patternMatches(pattern: string, value: string): boolean {
   const re = compileAnchored(pattern);
