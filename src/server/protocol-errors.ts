@@ -1,22 +1,17 @@
 // Errors that Connect raises itself, before any interceptor runs (a request body that does not decode, for
 // example), reach clients without the ErrorInfo every error must carry. This wraps each RPC handler and
-// completes such errors through the same boundary, for the Connect unary protocol, gRPC (trailers) and
-// gRPC-web (the trailer frame at the end of the body).
+// completes such errors into their public form (kernel/errors/public.ts), for the Connect unary protocol,
+// gRPC (trailers) and gRPC-web (the trailer frame at the end of the body).
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { errorDomainOf, invalidArgument, toPublicError } from "../kernel/errors/index.js";
+import { errorDomainOf, hasErrorInfo, invalidArgument, toPublicError } from "../kernel/errors/index.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
 const GRPC = /^application\/grpc(\+|;|$)/i;
 const GRPC_WEB = /^application\/grpc-web(-text)?(\+|;|$)/i;
-
-function carriesErrorInfo(err: ConnectError): boolean {
-  return err.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ErrorInfoSchema.typeName);
-}
 
 /**
  * Whether the protocol layer failed to decode the request. Connect reports a request message that does not
@@ -29,9 +24,8 @@ function isUndecodableRequest(err: ConnectError): boolean {
 
 /** The public form of an error raised by the protocol layer: undecodable input names the body. */
 function complete(err: ConnectError, domain: string): ConnectError {
-  if (carriesErrorInfo(err)) return err;
-  const base = isUndecodableRequest(err) ? invalidArgument({ field: "body", description: err.rawMessage }) : err;
-  return toPublicError(base, domain);
+  if (hasErrorInfo(err) || !isUndecodableRequest(err)) return toPublicError(err, domain);
+  return toPublicError(invalidArgument({ field: "body", description: err.rawMessage }), domain);
 }
 
 async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
@@ -53,7 +47,7 @@ async function patchConnectUnary(res: UniversalServerResponse, domain: string): 
   } catch {
     return passThrough;
   }
-  if (carriesErrorInfo(err)) return passThrough;
+  if (hasErrorInfo(err)) return passThrough;
   const body = errorToJsonBytes(complete(err, domain), {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));

@@ -109,3 +109,26 @@ export function internal(requestId: string): ConnectError {
     { desc: RequestInfoSchema, value: { requestId, servingData: "" } },
   ]);
 }
+
+// Refusals of the HTTP layer, before any method runs (REST routing). Their HTTP status is more precise than
+// their code's (http.ts maps it by reason); headers to send are metadata.
+
+/** No REST route for the path: NOT_FOUND (404). */
+export function routeNotFound(verb: string, path: string): ConnectError {
+  return new ConnectError(`No REST route for ${verb} ${path}`, Code.NotFound, undefined, [errorInfo("ROUTE_NOT_FOUND", { method: verb, path })]);
+}
+
+/** The path is served under other HTTP methods: UNIMPLEMENTED, answered 405 with Allow. */
+export function methodNotAllowed(verb: string, path: string, allowed: readonly string[]): ConnectError {
+  const allow = allowed.join(", ");
+  return new ConnectError(`Method ${verb} is not allowed on ${path}; allowed: ${allow}`, Code.Unimplemented, { allow }, [
+    errorInfo("METHOD_NOT_ALLOWED", { method: verb, allow }),
+  ]);
+}
+
+/** The request body is over the cap: RESOURCE_EXHAUSTED, answered 413. */
+export function payloadTooLarge(limit: number): ConnectError {
+  return new ConnectError(`Request body exceeds the limit of ${limit} bytes`, Code.ResourceExhausted, undefined, [
+    errorInfo("PAYLOAD_TOO_LARGE", { limitBytes: String(limit) }),
+  ]);
+}
