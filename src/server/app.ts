@@ -99,9 +99,10 @@ export function createApp(deps: AppDeps): App {
       grantsChanged: grants.clear,
     }),
   ];
+  const compression = [compressionGzip, compressionBrotli];
   const router = createConnectRouter({
     interceptors,
-    acceptCompression: [compressionGzip, compressionBrotli],
+    acceptCompression: compression,
     jsonOptions: { registry },
   });
   const impls = serviceImplementations(deps, external);
@@ -112,7 +113,7 @@ export function createApp(deps: AppDeps): App {
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
   const rpcByPath = new Map<string, UniversalHandler>(
-    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, deps.serviceDomain)]),
+    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, compression })]),
   );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, impls),
