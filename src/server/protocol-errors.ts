@@ -3,15 +3,25 @@
 // - errors that Connect raises itself, before any interceptor runs, reach clients in their public form
 //   (kernel/errors/public.ts) with the ErrorInfo every error must carry: an undecodable request is
 //   INVALID_ARGUMENT on the body;
+// - a request refused with a bare HTTP status (405 wrong method, 415 content type, 505 HTTP/1.1 for a
+//   bidirectional stream) gets a Connect error JSON body, with Allow on a 405;
 // - gRPC (trailers, or the headers of a trailers-only response) and gRPC-web (the trailer frame at the end of
 //   the body): grpc-message is percent-encoded as the gRPC protocol says, for every error (Connect encodes
 //   it as a URI component, which gRPC clients show as `digest%3A ...`).
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressedFlag, type Compression, type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeFromHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, headerEncoding, headerGrpcMessage, headerGrpcStatus, headerStatusDetailsBin, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { errorDomainOf, hasErrorInfo, invalidArgument, toPublicError } from "../kernel/errors/index.js";
+import {
+  errorDomainOf,
+  hasErrorInfo,
+  httpVersionNotSupported,
+  invalidArgument,
+  methodNotAllowed,
+  toPublicError,
+  unsupportedMediaType,
+} from "../kernel/errors/index.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
 const GRPC = /^application\/grpc(\+|;|$)/i;
@@ -103,6 +113,23 @@ async function patchConnectUnary(res: UniversalServerResponse, domain: string): 
   return { ...res, header, body: singleChunk(body) };
 }
 
+/** A bare HTTP status from the protocol layer (no body) as a Connect error with ErrorInfo. */
+function refusal(req: UniversalServerRequest, res: UniversalServerResponse, handler: UniversalHandler, domain: string): UniversalServerResponse {
+  const path = new URL(req.url).pathname;
+  let cause: ConnectError;
+  if (res.status === 405) cause = methodNotAllowed(req.method, path, handler.allowedMethods);
+  else if (res.status === 415) cause = unsupportedMediaType(req.header.get("content-type") ?? "", path);
+  else if (res.status === 505) cause = httpVersionNotSupported(req.httpVersion, path);
+  else cause = new ConnectError(`HTTP ${res.status}`, codeFromHttpStatus(res.status));
+  const error = toPublicError(cause, domain);
+  const body = errorToJsonBytes(error, {});
+  const header = new Headers(res.header);
+  error.metadata.forEach((value, name) => header.set(name, value));
+  header.set("content-type", "application/json");
+  header.set("content-length", String(body.byteLength));
+  return { status: res.status, header, body: singleChunk(body) };
+}
+
 /**
  * gRPC status fields (trailers, or headers of a trailers-only response, or a gRPC-web trailer frame): an error
  * without details is completed, and grpc-message is re-encoded. Returns whether it reports an error.
@@ -159,7 +186,7 @@ async function patchTrailerFrame(frame: Uint8Array, domain: string, encoding: st
 /**
  * gRPC-web: the body is a sequence of frames [flags:1][length:4][data]; the last, flagged as a trailer,
  * carries the status. Frames are passed on as soon as they are complete (streams are not held back); only a
- * trailer frame reporting an error is rewritten. (gRPC-web-text is refused by Connect with 415.)
+ * trailer frame reporting an error is rewritten. (Connect refuses gRPC-web-text with 415: see refusal.)
  */
 function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression: readonly Compression[]): UniversalServerResponse {
   patchGrpcStatus(res.header, domain);
@@ -198,6 +225,7 @@ export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOp
   const wrapped = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
     const res = await handler(req);
     const contentType = req.header.get("content-type") ?? "";
+    if (res.status !== 200 && res.body === undefined) return refusal(req, res, handler, domain);
     if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression);
     if (GRPC.test(contentType)) return patchGrpc(res, domain);
     if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) return patchConnectUnary(res, domain);

@@ -8,6 +8,7 @@ import {
   hasErrorInfo,
   httpStatusOf,
   httpStatusOfError,
+  httpVersionNotSupported,
   invalidArgument,
   methodNotAllowed,
   notFound,
@@ -18,6 +19,7 @@ import {
   statusJson,
   toPublicError,
   toRestError,
+  unsupportedMediaType,
 } from "../../src/kernel/errors/index.js";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { setLogLevel } from "../../src/kernel/log.js";
@@ -132,6 +134,8 @@ describe("the REST form", () => {
     ["a route that does not exist", routeNotFound("GET", "/x"), 404, "ROUTE_NOT_FOUND"],
     ["a method the path is not served under", methodNotAllowed("PUT", "/x", ["GET", "POST"]), 405, "METHOD_NOT_ALLOWED"],
     ["a body over the cap", payloadTooLarge(10), 413, "PAYLOAD_TOO_LARGE"],
+    ["a content type no protocol reads", unsupportedMediaType("text/plain", "/x"), 415, "UNSUPPORTED_MEDIA_TYPE"],
+    ["a bidirectional stream over HTTP/1.1", httpVersionNotSupported("1.1", "/x"), 505, "HTTP_VERSION_NOT_SUPPORTED"],
     ["an error of a handler: its code's status", notFound("Repo", "a"), 404, "NOT_FOUND"],
   ])("%s: %i %s", (_, err, status, reason) => {
     const rest = toRestError(err, "registry.x", registry);

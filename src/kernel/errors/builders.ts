@@ -110,8 +110,8 @@ export function internal(requestId: string): ConnectError {
   ]);
 }
 
-// Refusals of the HTTP layer, before any method runs (REST routing). Their HTTP status is more precise than
-// their code's (http.ts maps it by reason); headers to send are metadata.
+// Refusals of the HTTP layer, before any method runs (REST routing, the RPC paths' protocol checks). Their
+// HTTP status is more precise than their code's (http.ts maps it by reason); headers to send are metadata.
 
 /** No REST route for the path: NOT_FOUND (404). */
 export function routeNotFound(verb: string, path: string): ConnectError {
@@ -130,5 +130,22 @@ export function methodNotAllowed(verb: string, path: string, allowed: readonly s
 export function payloadTooLarge(limit: number): ConnectError {
   return new ConnectError(`Request body exceeds the limit of ${limit} bytes`, Code.ResourceExhausted, undefined, [
     errorInfo("PAYLOAD_TOO_LARGE", { limitBytes: String(limit) }),
+  ]);
+}
+
+/** No protocol of the path reads this content type: UNIMPLEMENTED, answered 415. */
+export function unsupportedMediaType(contentType: string, path: string): ConnectError {
+  return new ConnectError(
+    `Content type ${JSON.stringify(contentType)} is not supported on ${path}; send application/json or application/proto (Connect), application/grpc or application/grpc-web`,
+    Code.Unimplemented,
+    undefined,
+    [errorInfo("UNSUPPORTED_MEDIA_TYPE", { contentType })],
+  );
+}
+
+/** A streaming method that needs HTTP/2 was called over HTTP/1.1: UNIMPLEMENTED, answered 505. */
+export function httpVersionNotSupported(httpVersion: string, path: string): ConnectError {
+  return new ConnectError(`${path} streams in both directions and needs HTTP/2; the request came over HTTP/${httpVersion}`, Code.Unimplemented, undefined, [
+    errorInfo("HTTP_VERSION_NOT_SUPPORTED", { httpVersion }),
   ]);
 }

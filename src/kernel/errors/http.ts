@@ -35,6 +35,8 @@ export function httpStatusOf(code: Code): number {
 const httpStatusByReason: Record<string, number> = {
   METHOD_NOT_ALLOWED: 405,
   PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  HTTP_VERSION_NOT_SUPPORTED: 505,
 };
 
 /** The HTTP status of a public error: its reason's when the HTTP layer refused the request, else its code's. */
