@@ -1,4 +1,5 @@
-// Descriptor helpers shared by the query, path and body readers: field lookup by proto or JSON name, and
+// Descriptor helpers shared by the query, path and body readers: field lookup by proto or JSON name, dropping
+// keys that name no field (ignored on every protocol, as Connect JSON and grpc-gateway ignore them), and
 // locating the field a JSON value fails on (protobuf-es reports the message type, not the path from the
 // request root, so the path is found by trying the keys one at a time).
 import { fromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Registry } from "@bufbuild/protobuf";
@@ -43,6 +44,39 @@ export function describeJsonError(err: unknown): string {
   return text.length > maxDescription ? text.slice(0, maxDescription) + "..." : text;
 }
 
+/**
+ * json without the keys that name no field of desc, at any depth (messages, and lists and maps of messages);
+ * json itself when it has none. Only keys are dropped: an enum value name desc does not know still fails to
+ * parse, as it does in a query parameter.
+ */
+export function withoutUnknownFields(desc: DescMessage, json: JsonValue): JsonValue {
+  if (!isPlainObject(json) || isWellKnown(desc)) return json;
+  let out: JsonObject | undefined;
+  for (const [key, value] of Object.entries(json)) {
+    const field = fieldByName(desc, key);
+    if (!field && key.startsWith("[")) continue; // extension keys: left to the parser
+    const kept = field ? withoutUnknownInField(field, value) : undefined;
+    if (kept === value) continue;
+    out ??= { ...json };
+    if (kept === undefined) delete out[key];
+    else out[key] = kept;
+  }
+  return out ?? json;
+}
+
+function withoutUnknownInField(field: DescField, value: JsonValue): JsonValue {
+  if (field.fieldKind === "message") return withoutUnknownFields(field.message, value);
+  if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
+    const items = value.map((v) => withoutUnknownFields(field.message, v));
+    return items.some((v, i) => v !== value[i]) ? items : value;
+  }
+  if (field.fieldKind === "map" && field.mapKind === "message" && isPlainObject(value)) {
+    const entries = Object.entries(value).map(([k, v]) => [k, withoutUnknownFields(field.message, v)] as const);
+    return entries.some(([k, v]) => v !== value[k]) ? Object.fromEntries(entries) : value;
+  }
+  return value;
+}
+
 /** Parses json as desc, returning the error instead of throwing. */
 function tryParse(desc: DescMessage, json: JsonValue, registry: Registry): unknown {
   try {
@@ -55,8 +89,8 @@ function tryParse(desc: DescMessage, json: JsonValue, registry: Registry): unkno
 
 /**
  * Finds why json does not parse as desc, as a field violation with the proto path from the request root
- * (prefix). `whole` names the value itself when no field can be blamed (for example "body").
- * Call only after a parse failed.
+ * (prefix). `whole` names the value itself when no field can be blamed (for example "body"). Keys naming no
+ * field are passed over. Call only after a parse failed.
  */
 export function locateJsonError(desc: DescMessage, json: JsonValue, prefix: string, registry: Registry, whole = "body"): FieldViolation {
   const here = prefix === "" ? whole : prefix;
@@ -65,10 +99,7 @@ export function locateJsonError(desc: DescMessage, json: JsonValue, prefix: stri
   }
   for (const [key, value] of Object.entries(json)) {
     const field = fieldByName(desc, key);
-    if (!field) {
-      if (key.startsWith("[")) continue; // extension keys: left to the parser
-      return { field: joinPath(prefix, key), description: "unknown field" };
-    }
+    if (!field) continue;
     const err = tryParse(desc, { [key]: value }, registry);
     if (err === undefined) continue;
     return locateInField(field, value, joinPath(prefix, field.name), err, registry);
