@@ -93,7 +93,7 @@ export function applyBody(schema: DescMessage, message: Message, bodyField: Desc
   try {
     mergeFromJson(schema, message, known, { registry });
   } catch {
-    throw invalidArgument(locateJsonError(schema, known, "", registry));
+    throw invalidArgument(locateJsonError(schema, known, "", { registry }));
   }
 }
 

@@ -317,7 +317,7 @@ function applyPathVariables(input: DescMessage, message: Message, variables: rea
   try {
     mergeFromJson(input, message, tree, { registry });
   } catch {
-    throw invalidArgument(locateJsonError(input, tree, "", registry, "path"));
+    throw invalidArgument(locateJsonError(input, tree, "", { registry }, "path"));
   }
 }
 

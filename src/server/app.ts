@@ -113,7 +113,7 @@ export function createApp(deps: AppDeps): App {
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
   const rpcByPath = new Map<string, UniversalHandler>(
-    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, compression })]),
+    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression })]),
   );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, impls),

@@ -2,17 +2,20 @@
 // rules as what handlers throw:
 // - errors that Connect raises itself, before any interceptor runs, reach clients in their public form
 //   (kernel/errors/public.ts) with the ErrorInfo every error must carry: an undecodable request is
-//   INVALID_ARGUMENT on the body;
+//   INVALID_ARGUMENT (a Connect JSON body names the field from the request root, as the REST gateway does);
 // - a request refused with a bare HTTP status (405 wrong method, 415 content type, 505 HTTP/1.1 for a
 //   bidirectional stream) gets a Connect error JSON body, with Allow on a 405;
 // - gRPC (trailers, or the headers of a trailers-only response) and gRPC-web (the trailer frame at the end of
 //   the body): grpc-message is percent-encoded as the gRPC protocol says, for every error (Connect encodes
 //   it as a URI component, which gRPC clients show as `digest%3A ...`).
+import { fromJson, type DescMessage, type JsonValue, type Registry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { compressedFlag, type Compression, type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { compressedFlag, getJsonOptions, type Compression, type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, headerEncoding, headerGrpcMessage, headerGrpcStatus, headerStatusDetailsBin, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { parseJsonBody } from "../gateway/body.js";
+import { locateJsonError } from "../gateway/fields.js";
 import {
   errorDomainOf,
   hasErrorInfo,
@@ -24,16 +27,19 @@ import {
 } from "../kernel/errors/index.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
+const CONNECT_JSON = /^application\/json(;|$)/i;
 const GRPC = /^application\/grpc(\+|;|$)/i;
 const GRPC_WEB = /^application\/grpc-web(\+|;|$)/i;
 
-/** Decompressing what this server compressed: Connect's own default bound (readMaxBytes). */
+/** Decompressing what this server or its client compressed: Connect's own default bound (readMaxBytes). */
 const maxDecompressedBytes = 0xffffffff;
 
 export interface PublicErrorsOptions {
   /** Suffix of ErrorInfo.domain. */
   serviceDomain: string;
-  /** The compressions the router accepts: to read a compressed gRPC-web trailer frame. */
+  /** For JSON request bodies (Any) when naming the field a body fails on. */
+  registry: Registry;
+  /** The compressions the router accepts: to read a compressed request body or gRPC-web trailer frame. */
   compression: readonly Compression[];
 }
 
@@ -68,10 +74,13 @@ function isUndecodableRequest(err: ConnectError): boolean {
   return err.code === Code.InvalidArgument || (err.code === Code.Internal && err.rawMessage.startsWith("parse binary:"));
 }
 
-/** The public form of an error the protocol layer wrote: undecodable input names the body. */
-function complete(err: ConnectError, domain: string): ConnectError {
+/**
+ * The public form of an error the protocol layer wrote. Undecodable input is INVALID_ARGUMENT on the field
+ * `located` names (a Connect JSON body), else on the body.
+ */
+function complete(err: ConnectError, domain: string, located?: ConnectError): ConnectError {
   if (hasErrorInfo(err) || !isUndecodableRequest(err)) return toPublicError(err, domain);
-  return toPublicError(invalidArgument({ field: "body", description: err.rawMessage }), domain);
+  return toPublicError(located ?? invalidArgument({ field: "body", description: err.rawMessage }), domain);
 }
 
 function singleChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
@@ -92,8 +101,35 @@ async function decompress(bytes: Uint8Array, encoding: string | null, compressio
   return c ? c.decompress(bytes, maxDecompressedBytes) : undefined;
 }
 
+/**
+ * Why a Connect JSON request body does not decode, located as the REST gateway locates it: INVALID_ARGUMENT
+ * naming the field path from the request root, or the body when the JSON is malformed. Undefined when the
+ * body is empty or decodes (Connect's own message then stands).
+ */
+function locateJsonBodyError(input: DescMessage, bytes: Uint8Array, registry: Registry): ConnectError | undefined {
+  let json: JsonValue | undefined;
+  try {
+    json = parseJsonBody(bytes);
+  } catch (err) {
+    return err instanceof ConnectError ? err : undefined;
+  }
+  if (json === undefined) return undefined;
+  // Read with Connect's own options (unknown fields ignored), so the field found is the one Connect failed on.
+  const options = getJsonOptions({ registry });
+  try {
+    fromJson(input, json, options);
+    return undefined;
+  } catch {
+    return invalidArgument(locateJsonError(input, json, "", options));
+  }
+}
+
 /** Connect unary: an error body without ErrorInfo is completed. */
-async function patchConnectUnary(res: UniversalServerResponse, domain: string): Promise<UniversalServerResponse> {
+async function patchConnectUnary(
+  res: UniversalServerResponse,
+  domain: string,
+  locate: () => Promise<ConnectError | undefined>,
+): Promise<UniversalServerResponse> {
   // A compressed body is a large error, which only handlers produce (through the boundary, so complete
   // already); the protocol layer's own errors are short and never compressed. Pass it through untouched.
   const encoding = res.header?.get("content-encoding");
@@ -107,7 +143,8 @@ async function patchConnectUnary(res: UniversalServerResponse, domain: string): 
     return passThrough;
   }
   if (hasErrorInfo(err)) return passThrough;
-  const body = errorToJsonBytes(complete(err, domain), {});
+  const located = err.code === Code.InvalidArgument ? await locate().catch(() => undefined) : undefined;
+  const body = errorToJsonBytes(complete(err, domain, located), {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));
   return { ...res, header, body: singleChunk(body) };
@@ -219,16 +256,41 @@ function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression:
   };
 }
 
+/**
+ * The request with its body recorded as the handler reads it, for a Connect JSON request (the only one whose
+ * decode error can name a field); `bytes` reads the record once the response is known.
+ */
+function recording(req: UniversalServerRequest): { req: UniversalServerRequest; bytes: () => Uint8Array } | undefined {
+  const body = req.body;
+  if (!CONNECT_JSON.test(req.header.get("content-type") ?? "") || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) {
+    return undefined;
+  }
+  const chunks: Uint8Array[] = [];
+  const recorded = (async function* () {
+    for await (const chunk of body as AsyncIterable<Uint8Array>) {
+      chunks.push(chunk);
+      yield chunk;
+    }
+  })();
+  return { req: { ...req, body: recorded }, bytes: () => Buffer.concat(chunks) };
+}
+
 export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOptions): UniversalHandler {
   const domain = errorDomainOf(handler.method, opts.serviceDomain);
-  const { compression } = opts;
+  const { compression, registry } = opts;
   const wrapped = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    const res = await handler(req);
+    const record = recording(req);
+    const res = await handler(record?.req ?? req);
     const contentType = req.header.get("content-type") ?? "";
     if (res.status !== 200 && res.body === undefined) return refusal(req, res, handler, domain);
     if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression);
     if (GRPC.test(contentType)) return patchGrpc(res, domain);
-    if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) return patchConnectUnary(res, domain);
+    if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) {
+      return patchConnectUnary(res, domain, async () => {
+        const bytes = record && (await decompress(record.bytes(), req.header.get("content-encoding"), compression));
+        return bytes && locateJsonBodyError(handler.method.input, bytes, registry);
+      });
+    }
     return res;
   };
   return Object.assign(wrapped, handler);

@@ -76,7 +76,7 @@ describe("errors raised by the protocol layer", () => {
     expect(res.status).toBe(400);
     const body = (await res.json()) as { code: string; message: string; details: Array<{ type: string }> };
     expect(body.code).toBe("invalid_argument");
-    expect(body.message).toMatch(/^Invalid argument: body: /);
+    expect(body.message).toMatch(/^Invalid argument: body: malformed JSON: /);
     expect(body.details.map((d) => d.type)).toEqual(["google.rpc.ErrorInfo", "google.rpc.BadRequest"]);
   });
 

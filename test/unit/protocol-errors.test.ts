@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+import { registry } from "../../src/kernel/descriptors.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { encodeGrpcMessage, withPublicErrors } from "../../src/server/protocol-errors.js";
 
@@ -59,7 +60,7 @@ async function bodyOf(res: UniversalServerResponse): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-const options = { serviceDomain: "platform.test", compression: [compressionGzip] };
+const options = { serviceDomain: "platform.test", registry, compression: [compressionGzip] };
 // What Connect writes for an error of its own: the message encoded as a URI component, no details.
 const message = "message: é/✓ is over 100% of readMaxBytes";
 const connectStatus = { "grpc-status": "8", "grpc-message": encodeURIComponent(message) };

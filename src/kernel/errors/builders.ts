@@ -14,7 +14,10 @@ import {
 } from "../../../gen/google/rpc/error_details_pb.js";
 
 export interface FieldViolation {
-  /** The request field, as a dotted path of proto field names (for example "name" or "uidp.children_of"). */
+  /**
+   * The request field: its path from the request message's root, in proto field names (for example
+   * "group.name", "repo.catalog_tier", "uidp.children_of" or "update_mask"), on every protocol.
+   */
   field: string;
   description: string;
 }
