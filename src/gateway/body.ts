@@ -4,7 +4,7 @@
 import type { Readable } from "node:stream";
 import { mergeFromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type Registry } from "@bufbuild/protobuf";
 import { invalidArgument } from "../kernel/errors/index.js";
-import { fieldByName, isPlainObject, isWellKnown, joinPath, locateJsonError } from "./fields.js";
+import { fieldByName, isPlainObject, isWellKnown, joinPath, locateJsonError, withoutUnknownFields } from "./fields.js";
 
 /** Largest request body the gateway reads: 4 MiB. */
 export const defaultMaxBodyBytes = 4 * 1024 * 1024;
@@ -84,15 +84,16 @@ export function parseJsonBody(bytes: Uint8Array): JsonValue | undefined {
 }
 
 /**
- * Merges the body into message: the whole request when bodyField is "*", else the one field. A value that
- * does not parse -> INVALID_ARGUMENT naming its proto field path (for example "repo.catalog_tier").
+ * Merges the body into message: the whole request when bodyField is "*", else the one field. Keys naming no
+ * field are ignored. A value that does not parse -> INVALID_ARGUMENT naming its proto field path from the
+ * request root (for example "repo.catalog_tier").
  */
 export function applyBody(schema: DescMessage, message: Message, bodyField: DescField | "*", json: JsonValue, registry: Registry): void {
-  const wrapped: JsonValue = bodyField === "*" ? json : { [bodyField.jsonName]: json };
+  const known = withoutUnknownFields(schema, bodyField === "*" ? json : { [bodyField.jsonName]: json });
   try {
-    mergeFromJson(schema, message, wrapped, { registry });
+    mergeFromJson(schema, message, known, { registry });
   } catch {
-    throw invalidArgument(locateJsonError(schema, wrapped, "", registry));
+    throw invalidArgument(locateJsonError(schema, known, "", { registry }));
   }
 }
 

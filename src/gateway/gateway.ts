@@ -6,7 +6,6 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import {
   create,
-  fromBinary,
   mergeFromJson,
   toJson,
   type DescField,
@@ -23,9 +22,16 @@ import { ConnectError, createConnectRouter, type ConnectRouter, type Interceptor
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
-import { errorDomainOf, httpStatusOf, invalidArgument, statusJson, toPublicError } from "../kernel/errors/index.js";
+import {
+  errorDomainOf,
+  invalidArgument,
+  methodNotAllowed,
+  payloadTooLarge,
+  routeNotFound,
+  toRestError,
+  unimplemented,
+} from "../kernel/errors/index.js";
 import { applyBody, BodyAbortedError, BodyTooLargeError, defaultMaxBodyBytes, deriveUpdateMask, parseJsonBody, readBody } from "./body.js";
-import { methodNotAllowed, methodNotServed, payloadTooLarge, routeNotFound, type GatewayError } from "./errors.js";
 import { fieldByName, isPlainObject, isWellKnown, locateJsonError } from "./fields.js";
 import { applyQuery, insert, textToJson, type BoundFields } from "./query.js";
 import { createRouteTable } from "./router.js";
@@ -121,10 +127,6 @@ const hopByHop = new Set([
   "x-grpc-web",
 ]);
 
-function statusBody(err: ConnectError, registry: Registry): string {
-  return JSON.stringify(statusJson(err, registry));
-}
-
 function isProtocolHeader(name: string): boolean {
   return name.startsWith(":") || hopByHop.has(name) || name.startsWith("connect-") || name.startsWith("grpc-");
 }
@@ -180,10 +182,10 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     let binding: Binding | undefined;
     try {
       const result = table.match(verb, splitRequestPath(pathname));
-      if (result.kind === "not-found") return sendGatewayError(res, routeNotFound(verb, pathname), undefined);
-      if (result.kind === "method-not-allowed") return sendGatewayError(res, methodNotAllowed(verb, pathname, result.allowed), undefined);
+      if (result.kind === "not-found") throw routeNotFound(verb, pathname);
+      if (result.kind === "method-not-allowed") throw methodNotAllowed(verb, pathname, result.allowed);
       binding = result.route.target;
-      if (!binding.served) return sendGatewayError(res, methodNotServed(procedureOf(binding.method)), binding.method);
+      if (!binding.served) throw unimplemented(`${procedureOf(binding.method)} is not implemented by this server`);
       const message = await buildRequest(binding, result.variables, search, req);
       const response = await invoke(binding, message, req, signal);
       copyHeaders(res, response.header);
@@ -191,29 +193,17 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     } catch (err) {
       // The client went away: there is no one to answer.
       if (err instanceof BodyAbortedError || signal.aborted) return;
-      if (err instanceof BodyTooLargeError) {
-        // HTTP/1.1: close the connection rather than read the rest of an oversized body.
-        return sendGatewayError(res, payloadTooLarge(err.limit), binding?.method, req.httpVersionMajor === 1);
-      }
-      const cause = err instanceof PathEncodingError ? invalidArgument({ field: "path", description: err.message }) : err;
-      sendError(res, cause, binding?.method);
+      // HTTP/1.1: close the connection rather than read the rest of an oversized body.
+      if (err instanceof BodyTooLargeError && req.httpVersionMajor === 1) res.setHeader("connection", "close");
+      sendError(res, gatewayCause(err), binding?.method);
     }
   }
 
-  function sendGatewayError(res: ResponseLike, failure: GatewayError, method: DescMethod | undefined, closeConnection = false): void {
-    const error = toPublicError(failure.error, errorDomainOf(method, serviceDomain));
-    for (const [name, value] of Object.entries(failure.headers ?? {})) res.setHeader(name, value);
-    if (closeConnection) res.setHeader("connection", "close");
-    send(res, failure.httpStatus, statusBody(error, registry));
-  }
-
+  /** Answers with the REST form of the error: its status, its headers (Allow, a method's), google.rpc.Status. */
   function sendError(res: ResponseLike, err: unknown, method: DescMethod | undefined): void {
-    if (err instanceof ConnectError) {
-      decodeDetails(err, registry);
-      copyHeaders(res, err.metadata);
-    }
-    const error = toPublicError(err, errorDomainOf(method, serviceDomain));
-    send(res, httpStatusOf(error.code), statusBody(error, registry));
+    const rest = toRestError(err, errorDomainOf(method, serviceDomain), registry);
+    copyHeaders(res, rest.headers);
+    send(res, rest.status, rest.body);
   }
 
   return {
@@ -327,7 +317,7 @@ function applyPathVariables(input: DescMessage, message: Message, variables: rea
   try {
     mergeFromJson(input, message, tree, { registry });
   } catch {
-    throw invalidArgument(locateJsonError(input, tree, "", registry, "path"));
+    throw invalidArgument(locateJsonError(input, tree, "", { registry }, "path"));
   }
 }
 
@@ -384,19 +374,11 @@ function copyHeaders(res: ResponseLike, headers: Headers): void {
   });
 }
 
-/** Turns the details of an error received over the wire back into typed messages, so ErrorInfo is seen. */
-function decodeDetails(err: ConnectError, registry: Registry): void {
-  for (let i = 0; i < err.details.length; i++) {
-    const d = err.details[i]!;
-    if ("desc" in d) continue;
-    const desc = registry.getMessage(d.type);
-    if (!desc) continue;
-    try {
-      err.details[i] = { desc, value: fromBinary(desc, d.value) };
-    } catch {
-      // Undecodable: keep it as received.
-    }
-  }
+/** The error a failure of the gateway's own reading stands for. */
+function gatewayCause(err: unknown): unknown {
+  if (err instanceof BodyTooLargeError) return payloadTooLarge(err.limit);
+  if (err instanceof PathEncodingError) return invalidArgument({ field: "path", description: err.message });
+  return err;
 }
 
 function send(res: ResponseLike, status: number, body: string | Uint8Array): void {
@@ -409,8 +391,7 @@ function send(res: ResponseLike, status: number, body: string | Uint8Array): voi
 /** Writing a response failed: log through the boundary and end the response if still possible. */
 function lastResort(res: ResponseLike, err: unknown, serviceDomain: string, registry: Registry): void {
   try {
-    const error = toPublicError(err, serviceDomain);
-    send(res, 500, statusBody(error, registry));
+    send(res, 500, toRestError(err, serviceDomain, registry).body);
   } catch {
     try {
       if (!res.writableEnded) res.end("");

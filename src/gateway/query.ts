@@ -1,5 +1,7 @@
 // Query parameters -> request fields. Each key is a dotted field path (proto or JSON names per segment:
 // `uidp.descendants_of`, `uidp.descendantsOf`, `pageSize`); a repeated field takes every value of its key.
+// A key naming a field the request does not have is ignored, as an unknown JSON field is (and as grpc-gateway
+// does), so clients built for a newer API keep working.
 // Values are turned into their proto3 JSON form and parsed by protobuf-es in one pass, so every type reads
 // the way it reads in a JSON body (int64, bytes as base64 or base64url, Timestamp as RFC 3339, Duration
 // "1.5s", wrappers); what JSON cannot say in a query string is adapted here (bool "true", enum numbers,
@@ -45,9 +47,10 @@ interface Param {
 }
 
 /**
- * Sets the request fields named by the query parameters on message. Throws INVALID_ARGUMENT naming every
- * offending parameter (unknown, a message, a map, bound elsewhere, repeated for a single field, a value of the
- * wrong type). Returns the proto paths that were set.
+ * Sets the request fields named by the query parameters on message, ignoring keys that name no field. Throws
+ * INVALID_ARGUMENT naming every offending parameter by its proto path (a path through a field that has no
+ * fields to name, a message, a map, bound elsewhere, repeated for a single field, a value of the wrong type).
+ * Returns the proto paths that were set.
  */
 export function applyQuery(
   schema: DescMessage,
@@ -62,11 +65,13 @@ export function applyQuery(
   const resolved: Param[] = [];
   for (const [key, values] of grouped) {
     const r = resolveParam(schema, key, values, bound);
+    if (r === undefined) continue;
     if ("description" in r) violations.push(r);
     else resolved.push(r);
   }
   violations.push(...conflicts(resolved));
   if (violations.length > 0) throw invalidArgument(violations);
+  if (resolved.length === 0) return new Set();
   const tree: JsonObject = {};
   for (const p of resolved) insert(tree, p.fields, paramJson(p));
   try {
@@ -88,17 +93,23 @@ function groupByKey(params: Iterable<[string, string]>): Map<string, string[]> {
   return out;
 }
 
-/** Resolves a key to its field path and checks that a query value may set it. */
-function resolveParam(schema: DescMessage, key: string, values: string[], bound: BoundFields): Param | FieldViolation {
+/**
+ * Resolves a key to its field path and checks that a query value may set it; undefined when a segment names
+ * no field of its message (the parameter is ignored).
+ */
+function resolveParam(schema: DescMessage, key: string, values: string[], bound: BoundFields): Param | FieldViolation | undefined {
   const segments = key.split(".");
   const fields: DescField[] = [];
   let desc = schema;
   for (let i = 0; i < segments.length; i++) {
     const field = fieldByName(desc, segments[i]!);
-    if (!field) return { field: key, description: "unknown query parameter" };
+    if (!field) return undefined;
     fields.push(field);
     if (i === segments.length - 1) break;
-    if (field.fieldKind !== "message" || isWellKnown(field.message)) return { field: key, description: "unknown query parameter" };
+    if (field.fieldKind !== "message" || isWellKnown(field.message)) {
+      const here = fields.map((f) => f.name).join(".");
+      return { field: [here, ...segments.slice(i + 1)].join("."), description: `names no field: ${here} ${opaqueKind(field)}` };
+    }
     desc = field.message;
   }
   const names = fields.map((f) => f.name);
@@ -108,6 +119,14 @@ function resolveParam(schema: DescMessage, key: string, values: string[], bound:
   const leaf = fields[fields.length - 1]!;
   if (leaf.fieldKind !== "list" && values.length > 1) return { field: path, description: "must not be repeated: the field takes a single value" };
   return { key, path, fields, values };
+}
+
+/** Why a query parameter cannot name a field inside this one. */
+function opaqueKind(field: DescField): string {
+  if (field.fieldKind === "list") return "is a repeated field";
+  if (field.fieldKind === "map") return "is a map";
+  if (field.fieldKind === "message") return `is a ${field.message.typeName}, set as one value`;
+  return "is not a message";
 }
 
 /** Why the leaf field cannot be set from a query value, or undefined. */

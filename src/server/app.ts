@@ -112,9 +112,10 @@ export function createApp(deps: AppDeps): App {
     }),
     createUnitOfWork({ db: deps.database.db, registry }),
   ];
+  const compression = [compressionGzip, compressionBrotli];
   const router = createConnectRouter({
     interceptors,
-    acceptCompression: [compressionGzip, compressionBrotli],
+    acceptCompression: compression,
     jsonOptions: { registry },
   });
   const bindings = serviceBindings(deps, external);
@@ -125,7 +126,7 @@ export function createApp(deps: AppDeps): App {
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
   const rpcByPath = new Map<string, UniversalHandler>(
-    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, deps.serviceDomain)]),
+    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression })]),
   );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, bindings),

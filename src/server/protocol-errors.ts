@@ -1,21 +1,68 @@
-// Errors that Connect raises itself, before any interceptor runs (a request body that does not decode, for
-// example), reach clients without the ErrorInfo every error must carry. This wraps each RPC handler and
-// completes such errors through the same boundary, for the Connect unary protocol, gRPC (trailers) and
-// gRPC-web (the trailer frame at the end of the body).
+// Every RPC response passes here on its way out, so that what the protocol layer writes follows the same
+// rules as what handlers throw:
+// - errors that Connect raises itself, before any interceptor runs, reach clients in their public form
+//   (kernel/errors/public.ts) with the ErrorInfo every error must carry: an undecodable request is
+//   INVALID_ARGUMENT (a Connect JSON body names the field from the request root, as the REST gateway does);
+// - a request refused with a bare HTTP status (405 wrong method, 415 content type, 505 HTTP/1.1 for a
+//   bidirectional stream) gets a Connect error JSON body, with Allow on a 405;
+// - gRPC (trailers, or the headers of a trailers-only response) and gRPC-web (the trailer frame at the end of
+//   the body): grpc-message is percent-encoded as the gRPC protocol says, for every error (Connect encodes
+//   it as a URI component, which gRPC clients show as `digest%3A ...`).
+import { fromJson, type DescMessage, type JsonValue, type Registry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { compressedFlag, getJsonOptions, type Compression, type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeFromHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { findTrailerError, headerEncoding, headerGrpcMessage, headerGrpcStatus, headerStatusDetailsBin, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { errorDomainOf, invalidArgument, toPublicError } from "../kernel/errors/index.js";
+import { parseJsonBody } from "../gateway/body.js";
+import { locateJsonError } from "../gateway/fields.js";
+import {
+  errorDomainOf,
+  hasErrorInfo,
+  httpVersionNotSupported,
+  invalidArgument,
+  methodNotAllowed,
+  toPublicError,
+  unsupportedMediaType,
+} from "../kernel/errors/index.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
+const CONNECT_JSON = /^application\/json(;|$)/i;
 const GRPC = /^application\/grpc(\+|;|$)/i;
-const GRPC_WEB = /^application\/grpc-web(-text)?(\+|;|$)/i;
+const GRPC_WEB = /^application\/grpc-web(\+|;|$)/i;
 
-function carriesErrorInfo(err: ConnectError): boolean {
-  return err.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ErrorInfoSchema.typeName);
+/** Decompressing what this server or its client compressed: Connect's own default bound (readMaxBytes). */
+const maxDecompressedBytes = 0xffffffff;
+
+export interface PublicErrorsOptions {
+  /** Suffix of ErrorInfo.domain. */
+  serviceDomain: string;
+  /** For JSON request bodies (Any) when naming the field a body fails on. */
+  registry: Registry;
+  /** The compressions the router accepts: to read a compressed request body or gRPC-web trailer frame. */
+  compression: readonly Compression[];
+}
+
+/**
+ * Percent-encodes a grpc-message value as the gRPC over HTTP/2 protocol says: the UTF-8 bytes outside
+ * 0x20-0x7E, and `%` itself, become %XX (upper-case hex); everything else is sent as it is.
+ */
+export function encodeGrpcMessage(message: string): string {
+  if (/^[\x20-\x24\x26-\x7e]*$/.test(message)) return message;
+  let out = "";
+  for (const byte of Buffer.from(message, "utf8")) {
+    out += byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : "%" + byte.toString(16).toUpperCase().padStart(2, "0");
+  }
+  return out;
+}
+
+/** What Connect wrote into grpc-message (encodeURIComponent), decoded; a value it did not write, as it is. */
+function decodeConnectMessage(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
 }
 
 /**
@@ -27,11 +74,19 @@ function isUndecodableRequest(err: ConnectError): boolean {
   return err.code === Code.InvalidArgument || (err.code === Code.Internal && err.rawMessage.startsWith("parse binary:"));
 }
 
-/** The public form of an error raised by the protocol layer: undecodable input names the body. */
-function complete(err: ConnectError, domain: string): ConnectError {
-  if (carriesErrorInfo(err)) return err;
-  const base = isUndecodableRequest(err) ? invalidArgument({ field: "body", description: err.rawMessage }) : err;
-  return toPublicError(base, domain);
+/**
+ * The public form of an error the protocol layer wrote. Undecodable input is INVALID_ARGUMENT on the field
+ * `located` names (a Connect JSON body), else on the body.
+ */
+function complete(err: ConnectError, domain: string, located?: ConnectError): ConnectError {
+  if (hasErrorInfo(err) || !isUndecodableRequest(err)) return toPublicError(err, domain);
+  return toPublicError(located ?? invalidArgument({ field: "body", description: err.rawMessage }), domain);
+}
+
+function singleChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  return (async function* () {
+    yield bytes;
+  })();
 }
 
 async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
@@ -40,76 +95,141 @@ async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
   return Buffer.concat(chunks);
 }
 
-async function patchConnectUnary(res: UniversalServerResponse, domain: string): Promise<UniversalServerResponse> {
+async function decompress(bytes: Uint8Array, encoding: string | null, compression: readonly Compression[]): Promise<Uint8Array | undefined> {
+  if (!encoding || encoding === "identity") return bytes;
+  const c = compression.find((x) => x.name === encoding);
+  return c ? c.decompress(bytes, maxDecompressedBytes) : undefined;
+}
+
+/**
+ * Why a Connect JSON request body does not decode, located as the REST gateway locates it: INVALID_ARGUMENT
+ * naming the field path from the request root, or the body when the JSON is malformed. Undefined when the
+ * body is empty or decodes (Connect's own message then stands).
+ */
+function locateJsonBodyError(input: DescMessage, bytes: Uint8Array, registry: Registry): ConnectError | undefined {
+  let json: JsonValue | undefined;
+  try {
+    json = parseJsonBody(bytes);
+  } catch (err) {
+    return err instanceof ConnectError ? err : undefined;
+  }
+  if (json === undefined) return undefined;
+  // Read with Connect's own options (unknown fields ignored), so the field found is the one Connect failed on.
+  const options = getJsonOptions({ registry });
+  try {
+    fromJson(input, json, options);
+    return undefined;
+  } catch {
+    return invalidArgument(locateJsonError(input, json, "", options));
+  }
+}
+
+/** Connect unary: an error body without ErrorInfo is completed. */
+async function patchConnectUnary(
+  res: UniversalServerResponse,
+  domain: string,
+  locate: () => Promise<ConnectError | undefined>,
+): Promise<UniversalServerResponse> {
   // A compressed body is a large error, which only handlers produce (through the boundary, so complete
   // already); the protocol layer's own errors are short and never compressed. Pass it through untouched.
   const encoding = res.header?.get("content-encoding");
   if (encoding && encoding !== "identity") return res;
   const bytes = await readAll(res.body!);
-  const passThrough = { ...res, body: (async function* () { yield bytes; })() };
+  const passThrough = { ...res, body: singleChunk(bytes) };
   let err: ConnectError;
   try {
     err = errorFromJsonBytes(bytes, undefined, new ConnectError("undecodable error", Code.Unknown));
   } catch {
     return passThrough;
   }
-  if (carriesErrorInfo(err)) return passThrough;
-  const body = errorToJsonBytes(complete(err, domain), {});
+  if (hasErrorInfo(err)) return passThrough;
+  const located = err.code === Code.InvalidArgument ? await locate().catch(() => undefined) : undefined;
+  const body = errorToJsonBytes(complete(err, domain, located), {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));
-  return { ...res, header, body: (async function* () { yield body; })() };
+  return { ...res, header, body: singleChunk(body) };
 }
 
-function patchGrpcHeaders(headers: Headers | undefined, domain: string): void {
-  if (!headers || headers.has("grpc-status-details-bin")) return;
-  const err = findTrailerError(headers);
-  if (err) setTrailerStatus(headers, complete(err, domain));
+/** A bare HTTP status from the protocol layer (no body) as a Connect error with ErrorInfo. */
+function refusal(req: UniversalServerRequest, res: UniversalServerResponse, handler: UniversalHandler, domain: string): UniversalServerResponse {
+  const path = new URL(req.url).pathname;
+  let cause: ConnectError;
+  if (res.status === 405) cause = methodNotAllowed(req.method, path, handler.allowedMethods);
+  else if (res.status === 415) cause = unsupportedMediaType(req.header.get("content-type") ?? "", path);
+  else if (res.status === 505) cause = httpVersionNotSupported(req.httpVersion, path);
+  else cause = new ConnectError(`HTTP ${res.status}`, codeFromHttpStatus(res.status));
+  const error = toPublicError(cause, domain);
+  const body = errorToJsonBytes(error, {});
+  const header = new Headers(res.header);
+  error.metadata.forEach((value, name) => header.set(name, value));
+  header.set("content-type", "application/json");
+  header.set("content-length", String(body.byteLength));
+  return { status: res.status, header, body: singleChunk(body) };
+}
+
+/**
+ * gRPC status fields (trailers, or headers of a trailers-only response, or a gRPC-web trailer frame): an error
+ * without details is completed, and grpc-message is re-encoded. Returns whether it reports an error.
+ */
+function patchGrpcStatus(fields: Headers | undefined, domain: string): boolean {
+  if (!fields) return false;
+  const status = fields.get(headerGrpcStatus);
+  if (status === null || status === "0") return false;
+  if (!fields.has(headerStatusDetailsBin)) {
+    const err = findTrailerError(fields);
+    // A fresh error: the one found carries every field as metadata, which setTrailerStatus would append again.
+    if (err) setTrailerStatus(fields, complete(new ConnectError(err.rawMessage, err.code), domain));
+  }
+  const message = fields.get(headerGrpcMessage);
+  if (message !== null) fields.set(headerGrpcMessage, encodeGrpcMessage(decodeConnectMessage(message)));
+  return true;
 }
 
 function patchGrpc(res: UniversalServerResponse, domain: string): UniversalServerResponse {
-  patchGrpcHeaders(res.header, domain); // trailers-only responses
+  patchGrpcStatus(res.header, domain); // trailers-only responses
   const body = res.body;
   if (!body) return res;
   return {
     ...res,
     body: (async function* () {
       yield* body;
-      patchGrpcHeaders(res.trailer, domain); // written by the adapter after the body ends
+      patchGrpcStatus(res.trailer, domain); // written by the adapter after the body ends
     })(),
   };
 }
 
 /**
- * A gRPC-web trailer frame, completed when it reports an error without details; undefined to keep the frame
- * as it is (anything unexpected included: the frame then passes through untouched).
+ * A gRPC-web trailer frame reporting an error, patched (and sent uncompressed); undefined to keep the frame as
+ * it is (anything unexpected included: the frame then passes through untouched).
  */
-function completeTrailerFrame(data: Uint8Array, domain: string): Uint8Array | undefined {
+async function patchTrailerFrame(frame: Uint8Array, domain: string, encoding: string | null, compression: readonly Compression[]): Promise<Uint8Array | undefined> {
   let trailer: Headers;
   try {
+    const data = frame[0]! & compressedFlag ? await decompress(frame.subarray(5), encoding, compression) : frame.subarray(5);
+    if (!data) return undefined;
     trailer = trailerParse(data);
   } catch {
     return undefined;
   }
-  if (trailer.has("grpc-status-details-bin")) return undefined;
-  const err = findTrailerError(trailer);
-  if (!err) return undefined;
-  const body = trailerSerialize(setTrailerStatus(new Headers(), complete(err, domain)));
-  const frame = new Uint8Array(5 + body.byteLength);
-  frame[0] = trailerFlag;
-  new DataView(frame.buffer).setUint32(1, body.byteLength);
-  frame.set(body, 5);
-  return frame;
+  if (!patchGrpcStatus(trailer, domain)) return undefined;
+  const body = trailerSerialize(trailer);
+  const out = new Uint8Array(5 + body.byteLength);
+  out[0] = trailerFlag;
+  new DataView(out.buffer).setUint32(1, body.byteLength);
+  out.set(body, 5);
+  return out;
 }
 
 /**
- * gRPC-web (binary): the body is a sequence of frames [flags:1][length:4][data]; the last, flagged as a
- * trailer, carries the status. Frames are passed on as soon as they are complete (streams are not held
- * back); only an error trailer frame without details is rewritten. gRPC-web-text (base64) passes unchanged.
+ * gRPC-web: the body is a sequence of frames [flags:1][length:4][data]; the last, flagged as a trailer,
+ * carries the status. Frames are passed on as soon as they are complete (streams are not held back); only a
+ * trailer frame reporting an error is rewritten. (Connect refuses gRPC-web-text with 415: see refusal.)
  */
-function patchGrpcWeb(res: UniversalServerResponse, domain: string): UniversalServerResponse {
-  patchGrpcHeaders(res.header, domain);
+function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression: readonly Compression[]): UniversalServerResponse {
+  patchGrpcStatus(res.header, domain);
   const body = res.body;
-  if (!body || /grpc-web-text/i.test(res.header?.get("content-type") ?? "")) return res;
+  if (!body) return res;
+  const encoding = res.header?.get(headerEncoding) ?? null;
   return {
     ...res,
     body: (async function* () {
@@ -124,9 +244,7 @@ function patchGrpcWeb(res: UniversalServerResponse, domain: string): UniversalSe
           const length = new DataView(joined.buffer, joined.byteOffset + offset + 1, 4).getUint32(0);
           if (joined.byteLength - offset < 5 + length) break;
           const frame = joined.subarray(offset, offset + 5 + length);
-          // Only an uncompressed trailer frame (flags exactly 0x80) can be read here; a compressed one is
-          // large, so it came from a handler through the boundary and is complete already.
-          const patched = frame[0] === trailerFlag ? completeTrailerFrame(frame.subarray(5), domain) : undefined;
+          const patched = frame[0]! & trailerFlag ? await patchTrailerFrame(frame, domain, encoding, compression) : undefined;
           out.push(patched ?? frame);
           offset += 5 + length;
         }
@@ -138,14 +256,41 @@ function patchGrpcWeb(res: UniversalServerResponse, domain: string): UniversalSe
   };
 }
 
-export function withPublicErrors(handler: UniversalHandler, serviceDomain: string): UniversalHandler {
-  const domain = errorDomainOf(handler.method, serviceDomain);
+/**
+ * The request with its body recorded as the handler reads it, for a Connect JSON request (the only one whose
+ * decode error can name a field); `bytes` reads the record once the response is known.
+ */
+function recording(req: UniversalServerRequest): { req: UniversalServerRequest; bytes: () => Uint8Array } | undefined {
+  const body = req.body;
+  if (!CONNECT_JSON.test(req.header.get("content-type") ?? "") || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) {
+    return undefined;
+  }
+  const chunks: Uint8Array[] = [];
+  const recorded = (async function* () {
+    for await (const chunk of body as AsyncIterable<Uint8Array>) {
+      chunks.push(chunk);
+      yield chunk;
+    }
+  })();
+  return { req: { ...req, body: recorded }, bytes: () => Buffer.concat(chunks) };
+}
+
+export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOptions): UniversalHandler {
+  const domain = errorDomainOf(handler.method, opts.serviceDomain);
+  const { compression, registry } = opts;
   const wrapped = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    const res = await handler(req);
+    const record = recording(req);
+    const res = await handler(record?.req ?? req);
     const contentType = req.header.get("content-type") ?? "";
-    if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain);
+    if (res.status !== 200 && res.body === undefined) return refusal(req, res, handler, domain);
+    if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression);
     if (GRPC.test(contentType)) return patchGrpc(res, domain);
-    if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) return patchConnectUnary(res, domain);
+    if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) {
+      return patchConnectUnary(res, domain, async () => {
+        const bytes = record && (await decompress(record.bytes(), req.header.get("content-encoding"), compression));
+        return bytes && locateJsonBodyError(handler.method.input, bytes, registry);
+      });
+    }
     return res;
   };
   return Object.assign(wrapped, handler);

@@ -1,9 +1,14 @@
 // The error model (AIP-193) over every protocol: each builder's error arrives with its code, message form
 // and typed details; unexpected failures become INTERNAL with a request id and no internals; database
-// errors are mapped by SQLSTATE; methods no domain implements yet answer UNIMPLEMENTED.
+// errors are mapped by SQLSTATE; methods no domain implements yet answer UNIMPLEMENTED. Messages arrive
+// verbatim, whatever they contain: grpc-message is percent-encoded as the gRPC protocol says, which a
+// grpc-js client decodes.
+import http2 from "node:http2";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { afterAll, beforeAll, expect } from "vitest";
-import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { Client, credentials, Metadata, status as grpcStatus, type ServiceError } from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GetRepoRequestSchema, RepoSchema, ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import {
   BadRequestSchema,
@@ -17,6 +22,12 @@ import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
 import { bindPartial } from "../../src/server/bindings.js";
 
+// A message with what a header value cannot carry as it is: `:`, `/`, `%` and characters beyond ASCII.
+const verbatim = "must look like sha256:<hex>/tag, 100% sure: é ✓";
+const verbatimMessage = `Invalid argument: uid: ${verbatim}`;
+// ... and as the gRPC protocol percent-encodes it: the UTF-8 bytes outside 0x20-0x7E, and `%`.
+const verbatimGrpcMessage = "Invalid argument: uid: must look like sha256:<hex>/tag, 100%25 sure: %C3%A9 %E2%9C%93";
+
 // A stand-in ReposService whose behaviour is chosen by the last segment of the uid it is asked for.
 const faults = {
   getRepo(req: { uid: string }) {
@@ -25,6 +36,8 @@ const faults = {
         throw notFound("chainguard.platform.registry.v2.Repo", req.uid);
       case "invalid":
         throw invalidArgument({ field: "uid", description: "must be a repo uid" });
+      case "verbatim":
+        throw invalidArgument({ field: "uid", description: verbatim });
       case "crash":
         throw new Error('relation "repos" does not exist at character 15 (password=hunter2)');
       case "conflict":
@@ -62,6 +75,17 @@ runContractCases("Errors", () => server.baseUrl, [
       domain: "registry.platform.test",
       message: "Invalid argument: uid: must be a repo uid",
       details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "uid", description: "must be a repo uid" }] } }],
+    },
+  }),
+  contractCase({
+    name: "a message with `:`, `/`, `%` and non-ASCII characters arrives verbatim",
+    method: ReposService.method.getRepo,
+    request: inOrg("verbatim"),
+    headers: owner,
+    error: {
+      code: Code.InvalidArgument,
+      message: verbatimMessage,
+      details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "uid", description: verbatim }] } }],
     },
   }),
   contractCase({
@@ -124,3 +148,68 @@ runContractCases("Errors", () => server.baseUrl, [
     },
   }),
 ]);
+
+describe("grpc-message, as gRPC clients read it", () => {
+  const path = `/${ReposService.typeName}/${ReposService.method.getRepo.name}`;
+  const request = () => toBinary(GetRepoRequestSchema, create(GetRepoRequestSchema, inOrg("verbatim")()));
+
+  it("a grpc-js client shows the message verbatim", async () => {
+    const client = new Client(`127.0.0.1:${server.port}`, credentials.createInsecure());
+    const metadata = new Metadata();
+    metadata.set("authorization", owner().authorization!);
+    try {
+      const err = await new Promise<ServiceError>((resolve, reject) => {
+        client.makeUnaryRequest(
+          path,
+          (bytes: Uint8Array) => Buffer.from(bytes),
+          (buf: Buffer) => fromBinary(RepoSchema, buf),
+          request(),
+          metadata,
+          (e) => (e ? resolve(e) : reject(new Error("expected an error"))),
+        );
+      });
+      expect(err.code).toBe(grpcStatus.INVALID_ARGUMENT);
+      expect(err.details).toBe(verbatimMessage);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("gRPC: the trailer is percent-encoded as the protocol says", async () => {
+    const session = http2.connect(server.baseUrl);
+    try {
+      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...owner() });
+        stream.on("trailers", resolve);
+        stream.on("error", reject);
+        stream.resume();
+        const message = request();
+        const frame = Buffer.alloc(5 + message.byteLength);
+        frame.writeUInt32BE(message.byteLength, 1);
+        frame.set(message, 5);
+        stream.end(frame);
+      });
+      expect(trailers["grpc-status"]).toBe("3");
+      expect(trailers["grpc-message"]).toBe(verbatimGrpcMessage);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("gRPC-web: the trailer frame is percent-encoded as the protocol says", async () => {
+    const message = request();
+    const frame = Buffer.alloc(5 + message.byteLength);
+    frame.writeUInt32BE(message.byteLength, 1);
+    frame.set(message, 5);
+    const res = await fetch(server.baseUrl + path, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", ...owner() },
+      body: frame,
+    });
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect(bytes[0]).toBe(0x80); // an error before any message: the trailer frame alone
+    const trailer = bytes.subarray(5, 5 + bytes.readUInt32BE(1)).toString("latin1");
+    expect(trailer).toContain("grpc-status: 3\r\n");
+    expect(trailer).toContain(`grpc-message: ${verbatimGrpcMessage}\r\n`);
+  });
+});

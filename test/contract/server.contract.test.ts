@@ -1,9 +1,10 @@
 // The whole server on its one port: reflection and health over the real listener, /healthz, and errors
-// raised by the protocol layer itself (before any handler) still carrying ErrorInfo.
+// raised by the protocol layer itself (before any handler) still carrying ErrorInfo, refusals with a bare
+// HTTP status (wrong method, content type, HTTP version) included.
 import { execFile } from "node:child_process";
 import http2 from "node:http2";
 import { promisify } from "node:util";
-import { fromBinary } from "@bufbuild/protobuf";
+import { fromBinary, type JsonObject } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -75,8 +76,56 @@ describe("errors raised by the protocol layer", () => {
     expect(res.status).toBe(400);
     const body = (await res.json()) as { code: string; message: string; details: Array<{ type: string }> };
     expect(body.code).toBe("invalid_argument");
-    expect(body.message).toMatch(/^Invalid argument: body: /);
+    expect(body.message).toMatch(/^Invalid argument: body: malformed JSON: /);
     expect(body.details.map((d) => d.type)).toEqual(["google.rpc.ErrorInfo", "google.rpc.BadRequest"]);
+  });
+
+  /** A Connect error JSON body: code, message and the JSON form of each detail. */
+  async function connectError(res: Response): Promise<{ code: string; message: string; details: Array<{ type: string; debug: JsonObject }> }> {
+    expect(res.headers.get("content-type")).toBe("application/json");
+    return (await res.json()) as never;
+  }
+
+  it("Connect GET on a method that does not allow it: 405 with Allow and a structured error", async () => {
+    const query = new URLSearchParams({ connect: "v1", encoding: "json", message: "{}" });
+    const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping?${query}`);
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("POST");
+    const body = await connectError(res);
+    expect(body.code).toBe("unimplemented");
+    expect(body.message).toBe("Method GET is not allowed on /chainguard.platform.ping.v2.PingService/Ping; allowed: POST");
+    expect(body.details[0]).toMatchObject({
+      type: "google.rpc.ErrorInfo",
+      debug: { reason: "METHOD_NOT_ALLOWED", domain: "ping.platform.test", metadata: { method: "GET", allow: "POST" } },
+    });
+  });
+
+  it.each([["text/plain"], ["application/xml"], ["application/grpc-web-text"]])(
+    "a content type no protocol reads (%s): 415 with a structured error",
+    async (contentType) => {
+      const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`, {
+        method: "POST",
+        headers: { "content-type": contentType },
+        body: "{}",
+      });
+      expect(res.status).toBe(415);
+      const body = await connectError(res);
+      expect(body.code).toBe("unimplemented");
+      expect(body.message).toContain(JSON.stringify(contentType));
+      expect(body.details[0]).toMatchObject({ type: "google.rpc.ErrorInfo", debug: { reason: "UNSUPPORTED_MEDIA_TYPE", domain: "ping.platform.test" } });
+    },
+  );
+
+  it("a bidirectional stream over HTTP/1.1: 505 with a structured error", async () => {
+    const res = await fetch(`${server.baseUrl}/grpc.reflection.v1.ServerReflection/ServerReflectionInfo`, {
+      method: "POST",
+      headers: { "content-type": "application/connect+json" },
+      body: "",
+    });
+    expect(res.status).toBe(505);
+    const body = await connectError(res);
+    expect(body.code).toBe("unimplemented");
+    expect(body.details[0]).toMatchObject({ type: "google.rpc.ErrorInfo", debug: { reason: "HTTP_VERSION_NOT_SUPPORTED" } });
   });
 
   it("gRPC: an undecodable message is INVALID_ARGUMENT with grpc-status-details-bin carrying ErrorInfo", async () => {

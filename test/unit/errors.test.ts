@@ -1,17 +1,27 @@
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { registry } from "../../src/kernel/descriptors.js";
 import {
   errorDomainOf,
   failedPrecondition,
+  hasErrorInfo,
   httpStatusOf,
+  httpStatusOfError,
+  httpVersionNotSupported,
   invalidArgument,
+  methodNotAllowed,
   notFound,
+  payloadTooLarge,
   reasonOf,
+  routeNotFound,
   sqlStateOf,
   statusJson,
   toPublicError,
+  toRestError,
+  unsupportedMediaType,
 } from "../../src/kernel/errors/index.js";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
@@ -96,6 +106,16 @@ describe("toPublicError", () => {
     expect(json.details[0]).toMatchObject({ reason: "DEADLINE_EXCEEDED", domain: "iam.x" });
   });
 
+  it("keeps an error whose ErrorInfo came over the wire, and completes its domain", () => {
+    const info = create(ErrorInfoSchema, { reason: "STOLEN_LAPTOP", domain: "" });
+    const received = new ConnectError("no", Code.Internal);
+    received.details.push({ type: ErrorInfoSchema.typeName, value: toBinary(ErrorInfoSchema, info) });
+    expect(hasErrorInfo(received)).toBe(true);
+    const out = toPublicError(received, "iam.x");
+    expect(out.rawMessage).toBe("no");
+    expect(out.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "STOLEN_LAPTOP", domain: "iam.x" }]);
+  });
+
   it.each([
     ["40001", Code.Aborted],
     ["40P01", Code.Aborted],
@@ -106,5 +126,34 @@ describe("toPublicError", () => {
     const wrapped = Object.assign(new Error("Failed query: ..."), { cause: driver });
     expect(sqlStateOf(wrapped)).toBe(state);
     expect(toPublicError(wrapped, "iam.x").code).toBe(code);
+  });
+});
+
+describe("the REST form", () => {
+  it.each<[string, ConnectError, number, string]>([
+    ["a route that does not exist", routeNotFound("GET", "/x"), 404, "ROUTE_NOT_FOUND"],
+    ["a method the path is not served under", methodNotAllowed("PUT", "/x", ["GET", "POST"]), 405, "METHOD_NOT_ALLOWED"],
+    ["a body over the cap", payloadTooLarge(10), 413, "PAYLOAD_TOO_LARGE"],
+    ["a content type no protocol reads", unsupportedMediaType("text/plain", "/x"), 415, "UNSUPPORTED_MEDIA_TYPE"],
+    ["a bidirectional stream over HTTP/1.1", httpVersionNotSupported("1.1", "/x"), 505, "HTTP_VERSION_NOT_SUPPORTED"],
+    ["an error of a handler: its code's status", notFound("Repo", "a"), 404, "NOT_FOUND"],
+  ])("%s: %i %s", (_, err, status, reason) => {
+    const rest = toRestError(err, "registry.x", registry);
+    expect(rest.status).toBe(status);
+    expect(httpStatusOfError(toPublicError(err, "registry.x"))).toBe(status);
+    const body = JSON.parse(rest.body) as { code: number; details: Array<Record<string, unknown>> };
+    expect(body.code).toBe(err.code);
+    expect(body.details[0]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason, domain: "registry.x" });
+  });
+
+  it("sends the headers a refusal carries: Allow on a 405", () => {
+    const rest = toRestError(methodNotAllowed("PUT", "/x", ["GET", "POST"]), "x", registry);
+    expect(rest.headers.get("allow")).toBe("GET, POST");
+  });
+
+  it("hides an unexpected error behind a 500", () => {
+    const rest = toRestError(new TypeError("cannot read secrets of undefined"), "x", registry);
+    expect(rest.status).toBe(500);
+    expect(rest.body).not.toMatch(/secrets/);
   });
 });

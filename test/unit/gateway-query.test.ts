@@ -153,6 +153,11 @@ describe("applyQuery: values of every type", () => {
     ["pageSize=10", { pageSize: 10 }],
     ["page_size=10", { pageSize: 10 }],
     ["choiceB=4", { choiceB: 4 }],
+    // keys naming no field are ignored, as unknown JSON fields are
+    ["nope=1", {}],
+    ["nope=1&s=x", { s: "x" }],
+    ["inner.nope=1&inner.name=x", { inner: { name: "x" } }],
+    ["Page_Size=3", {}],
   ])("%s", (query, want) => {
     expect(parse(query)).toEqual(want);
   });
@@ -160,11 +165,12 @@ describe("applyQuery: values of every type", () => {
 
 describe("applyQuery: rejected parameters name the field", () => {
   it.each<[string, string, RegExp]>([
-    ["nope=1", "nope", /unknown query parameter/],
-    ["inner.nope=1", "inner.nope", /unknown query parameter/],
-    ["s.x=1", "s.x", /unknown query parameter/],
-    ["inners.name=1", "inners.name", /unknown query parameter/],
-    ["ts.seconds=1", "ts.seconds", /unknown query parameter/],
+    ["s.x=1", "s.x", /^names no field: s is not a message$/],
+    ["inner.deep.count.x=1", "inner.deep.count.x", /inner\.deep\.count is not a message/],
+    ["inners.name=1", "inners.name", /inners is a repeated field/],
+    ["labels.a=1", "labels.a", /labels is a map/],
+    ["ts.seconds=1", "ts.seconds", /ts is a google.protobuf.Timestamp, set as one value/],
+    ["inner.descendantsOf.x=1", "inner.descendants_of.x", /inner\.descendants_of is not a message/], // proto names, whatever the key used
     ["inner=x", "inner", /is a message \(gwtest.Inner\); set its fields instead/],
     ["st=x", "st", /is a message \(google.protobuf.Struct\)/],
     ["inners=x", "inners", /is a message/],
@@ -197,7 +203,7 @@ describe("applyQuery: rejected parameters name the field", () => {
   });
 
   it("reports every offending parameter at once", () => {
-    expect(violations("nope=1&i32=abc&other=2").map((v) => v.field)).toEqual(["nope", "other"]);
+    expect(violations("s.x=1&nope=1&labels=x&other=2").map((v) => v.field)).toEqual(["s.x", "labels"]);
     expect(violations("i32=abc&d=x&s=ok").map((v) => v.field)).toEqual(["i32", "d"]);
   });
 

@@ -14,7 +14,10 @@ import {
 } from "../../../gen/google/rpc/error_details_pb.js";
 
 export interface FieldViolation {
-  /** The request field, as a dotted path of proto field names (for example "name" or "uidp.children_of"). */
+  /**
+   * The request field: its path from the request message's root, in proto field names (for example
+   * "group.name", "repo.catalog_tier", "uidp.children_of" or "update_mask"), on every protocol.
+   */
   field: string;
   description: string;
 }
@@ -107,5 +110,45 @@ export function internal(requestId: string): ConnectError {
   return new ConnectError(`Internal error; quote request id ${requestId} when reporting it`, Code.Internal, undefined, [
     errorInfo("INTERNAL", { requestId }),
     { desc: RequestInfoSchema, value: { requestId, servingData: "" } },
+  ]);
+}
+
+// Refusals of the HTTP layer, before any method runs (REST routing, the RPC paths' protocol checks). Their
+// HTTP status is more precise than their code's (http.ts maps it by reason); headers to send are metadata.
+
+/** No REST route for the path: NOT_FOUND (404). */
+export function routeNotFound(verb: string, path: string): ConnectError {
+  return new ConnectError(`No REST route for ${verb} ${path}`, Code.NotFound, undefined, [errorInfo("ROUTE_NOT_FOUND", { method: verb, path })]);
+}
+
+/** The path is served under other HTTP methods: UNIMPLEMENTED, answered 405 with Allow. */
+export function methodNotAllowed(verb: string, path: string, allowed: readonly string[]): ConnectError {
+  const allow = allowed.join(", ");
+  return new ConnectError(`Method ${verb} is not allowed on ${path}; allowed: ${allow}`, Code.Unimplemented, { allow }, [
+    errorInfo("METHOD_NOT_ALLOWED", { method: verb, allow }),
+  ]);
+}
+
+/** The request body is over the cap: RESOURCE_EXHAUSTED, answered 413. */
+export function payloadTooLarge(limit: number): ConnectError {
+  return new ConnectError(`Request body exceeds the limit of ${limit} bytes`, Code.ResourceExhausted, undefined, [
+    errorInfo("PAYLOAD_TOO_LARGE", { limitBytes: String(limit) }),
+  ]);
+}
+
+/** No protocol of the path reads this content type: UNIMPLEMENTED, answered 415. */
+export function unsupportedMediaType(contentType: string, path: string): ConnectError {
+  return new ConnectError(
+    `Content type ${JSON.stringify(contentType)} is not supported on ${path}; send application/json or application/proto (Connect), application/grpc or application/grpc-web`,
+    Code.Unimplemented,
+    undefined,
+    [errorInfo("UNSUPPORTED_MEDIA_TYPE", { contentType })],
+  );
+}
+
+/** A streaming method that needs HTTP/2 was called over HTTP/1.1: UNIMPLEMENTED, answered 505. */
+export function httpVersionNotSupported(httpVersion: string, path: string): ConnectError {
+  return new ConnectError(`${path} streams in both directions and needs HTTP/2; the request came over HTTP/${httpVersion}`, Code.Unimplemented, undefined, [
+    errorInfo("HTTP_VERSION_NOT_SUPPORTED", { httpVersion }),
   ]);
 }

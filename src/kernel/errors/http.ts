@@ -1,9 +1,11 @@
-// Errors on the REST surface: the HTTP status for each code, and the google.rpc.Status JSON body
-// ({code, message, details: [{"@type": ...}]}) built from a ConnectError.
+// Errors over HTTP: the status for each code (or, for the HTTP layer's refusals, each reason), and the REST
+// form of an error, a google.rpc.Status JSON body ({code, message, details: [{"@type": ...}]}) with its
+// status and headers.
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { anyPack, type Any } from "@bufbuild/protobuf/wkt";
 import { create, fromBinary, toJson, type JsonValue, type Registry } from "@bufbuild/protobuf";
 import { StatusSchema } from "../../../gen/google/rpc/status_pb.js";
+import { errorReasonOf, toPublicError } from "./public.js";
 
 const httpStatus: Record<Code, number> = {
   [Code.Canceled]: 499,
@@ -29,6 +31,19 @@ export function httpStatusOf(code: Code): number {
   return httpStatus[code] ?? 500;
 }
 
+/** Reasons of the HTTP layer's refusals (builders.ts) whose status is more precise than their code's. */
+const httpStatusByReason: Record<string, number> = {
+  METHOD_NOT_ALLOWED: 405,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  HTTP_VERSION_NOT_SUPPORTED: 505,
+};
+
+/** The HTTP status of a public error: its reason's when the HTTP layer refused the request, else its code's. */
+export function httpStatusOfError(err: ConnectError): number {
+  return httpStatusByReason[errorReasonOf(err) ?? ""] ?? httpStatusOf(err.code);
+}
+
 /** Packs a ConnectError's details (outgoing or incoming) as Any messages. */
 export function detailsAsAny(err: ConnectError, registry: Registry): Any[] {
   const out: Any[] = [];
@@ -52,4 +67,19 @@ export function statusJson(err: ConnectError, registry: Registry): JsonValue {
   });
   // `registry` must hold the detail types (the server's registry holds every google.rpc type).
   return toJson(StatusSchema, status, { registry });
+}
+
+/** An error as a REST response. */
+export interface RestError {
+  status: number;
+  /** The error's metadata: headers a method set before failing, Allow for a 405. */
+  headers: Headers;
+  /** google.rpc.Status JSON. */
+  body: string;
+}
+
+/** Turns anything thrown into its REST response, through toPublicError. */
+export function toRestError(err: unknown, domain: string, registry: Registry): RestError {
+  const error = toPublicError(err, domain);
+  return { status: httpStatusOfError(error), headers: error.metadata, body: JSON.stringify(statusJson(error, registry)) };
 }

@@ -1,6 +1,26 @@
-// The database errors domain code reacts to, by SQLSTATE (never by message text). Drivers and Drizzle wrap
-// them; sqlStateOf looks through the cause chain.
-import { sqlStateOf } from "./boundary.js";
+// Database errors by SQLSTATE (never by message text): the ones domain code reacts to, and the ones every
+// client may see mapped (fromDatabase). Drivers and Drizzle wrap them; sqlStateOf looks through the cause chain.
+import { Code, ConnectError } from "@connectrpc/connect";
+import { aborted } from "./builders.js";
+
+/** SQLSTATE of a database error, looked up through the cause chain (Drizzle wraps driver errors). */
+export function sqlStateOf(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}
+
+/** Errors worth retrying that the database reports: serialization failures and deadlocks; unavailability. */
+export function fromDatabase(err: unknown): ConnectError | undefined {
+  const state = sqlStateOf(err);
+  if (state === "40001" || state === "40P01") return aborted("The request conflicted with a concurrent change; retry it");
+  if (state === "53300" || state === "57P01" || state === "57P03") {
+    return new ConnectError("The database is unavailable; retry later", Code.Unavailable);
+  }
+  return undefined;
+}
 
 /** An insert or update named a row that does not exist (a parent deleted or never there). */
 export function isMissingReference(err: unknown): boolean {
