@@ -80,10 +80,8 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
 
   const impl: ServiceImpl<typeof RoleBindingsService> = {
     async getRoleBinding(req, ctx) {
-      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_LIST). No binding lives at the root.
-      const row = parentOf(req.uid) === undefined ? undefined : await bindings(ctx).findHydrated(req.uid);
-      if (!row) throw notFound(RoleBindingSchema.typeName, req.uid);
-      return toRoleBinding(row);
+      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_LIST).
+      return toRoleBinding(await bindings(ctx).getHydrated(req.uid));
     },
 
     async createRoleBinding(req, ctx) {
@@ -116,6 +114,7 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
       // role_binding.uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_UPDATE).
       const patch = req.roleBinding;
       if (!patch) throw invalidArgument({ field: "role_binding", description: "is required" });
+      // A binding lives in a group: a uid without one names none.
       const group = parentOf(patch.uid);
       if (group === undefined) throw notFound(RoleBindingSchema.typeName, patch.uid);
       const held = await accessOf(ctx).capabilitiesAt(group);
@@ -131,12 +130,11 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
           return [];
         },
       });
-      return toRoleBinding((await bindings(ctx).findHydrated(patch.uid))!);
+      return toRoleBinding(await bindings(ctx).getHydrated(patch.uid));
     },
 
     async deleteRoleBinding(req, ctx) {
-      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_DELETE). No binding lives at the root.
-      if (parentOf(req.uid) === undefined) throw notFound(RoleBindingSchema.typeName, req.uid);
+      // uid: checked by the interceptor (CAP_IAM_ROLE_BINDINGS_DELETE).
       await bindings(ctx).remove(req.uid);
       return {};
     },

@@ -6,7 +6,7 @@ import { RoleBindingSchema } from "../../gen/chainguard/platform/iam/v2/role_bin
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { groups, identities, roleBindings, roles, type HydratedRoleBindingRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
-import { alreadyExists } from "../kernel/errors/index.js";
+import { alreadyExists, notFound } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
 import { uidpPredicate } from "../kernel/uidp.js";
@@ -77,8 +77,10 @@ export function createRoleBindingStore(db: Executor) {
   return {
     ...base,
 
-    async findHydrated(uid: string): Promise<HydratedRoleBindingRow | undefined> {
+    /** The binding with its identity, group and role, or NOT_FOUND. */
+    async getHydrated(uid: string): Promise<HydratedRoleBindingRow> {
       const [row] = await hydrated().where(eq(roleBindings.uid, uid));
+      if (!row) throw notFound(RoleBindingSchema.typeName, uid);
       return row;
     },
 
