@@ -187,6 +187,7 @@ const table: Record<string, Row> = {
 };
 
 const keyOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;
+// The bindings are only inspected for their services here (test cases are collected before a server runs).
 const implemented = domainBindings({ db: undefined as never, lists: undefined as never, issuerUrl: "", keys: undefined as never, external: undefined });
 const evented = implemented.flatMap(({ service }) => service.methods.filter((m) => eventRuleOf(m) !== undefined));
 
