@@ -9,7 +9,7 @@
 //             (empty when the subject lies outside every group, as a root-level identity does)
 //   body      the response as proto3 JSON, or the request when the response is empty (a delete), with every
 //             field marked `debug_redact` cleared at any depth (secrets never leave in an event)
-import { clone, toJson, type DescField, type DescMessage, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
+import { clone, toJson, type DescField, type DescMessage, type DescMethod, type Message, type MessageShape, type Registry } from "@bufbuild/protobuf";
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { EmptySchema } from "@bufbuild/protobuf/wkt";
 import type { Audience } from "../../gen/apiserver/options/v1/options_pb.js";
@@ -107,7 +107,7 @@ function holdsRedacted(desc: DescMessage, visiting = new Set<DescMessage>()): bo
 }
 
 /** The message with every `debug_redact` field cleared, at any depth (a copy; the message itself is kept). */
-export function redacted(desc: DescMessage, message: Message): Message {
+export function redacted<D extends DescMessage>(desc: D, message: MessageShape<D>): MessageShape<D> {
   if (!holdsRedacted(desc)) return message;
   const copy = clone(desc, message);
   clearRedacted(reflect(desc, copy));

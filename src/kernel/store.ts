@@ -53,6 +53,20 @@ export async function underParent<T>(parentType: string, parent: string, write: 
   }
 }
 
+/**
+ * The conflict action of an upsert that writes only what differs: each of `columns` (property name ->
+ * column) is taken from the proposed row, and the existing row is left untouched (not even locked for
+ * writing, nor returned) when none of them differs. `also` adds assignments made on a change (update_time).
+ */
+export function updateWhereChanged(columns: Record<string, AnyPgColumn>, also: Record<string, SQL> = {}): { set: Record<string, SQL>; setWhere: SQL } {
+  const entries = Object.entries(columns);
+  const excluded = entries.map(([, c]) => sql`excluded.${sql.identifier(c.name)}`);
+  return {
+    set: { ...Object.fromEntries(entries.map(([key], i) => [key, excluded[i]!])), ...also },
+    setWhere: sql`(${sql.join(entries.map(([, c]) => sql`${c}`), sql`, `)}) is distinct from (${sql.join(excluded, sql`, `)})`,
+  };
+}
+
 /** The table columns every resource table has. */
 interface ResourceColumns {
   uid: AnyPgColumn;

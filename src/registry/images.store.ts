@@ -4,7 +4,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { manifests, repos, type ManifestRow } from "../db/schema/index.js";
 import { notFound } from "../kernel/errors/index.js";
-import type { Executor } from "../kernel/store.js";
+import { updateWhereChanged, type Executor } from "../kernel/store.js";
 
 /**
  * The resource type named when a repo holds no such manifest (the contract has no Manifest message: images
@@ -27,16 +27,14 @@ export function createManifestStore(db: Executor) {
         .values(rows.map((r) => ({ repoUid, ...r })))
         .onConflictDoUpdate({
           target: [manifests.repoUid, manifests.digest],
-          set: {
-            mediaType: sql`excluded.media_type`,
-            isIndex: sql`excluded.is_index`,
-            platform: sql`excluded.platform`,
-            size: sql`excluded.size`,
-            children: sql`excluded.children`,
-            manifestSize: sql`excluded.manifest_size`,
-          },
-          setWhere: sql`(${manifests.mediaType}, ${manifests.isIndex}, ${manifests.platform}, ${manifests.size}, ${manifests.children}, ${manifests.manifestSize})
-            is distinct from (excluded.media_type, excluded.is_index, excluded.platform, excluded.size, excluded.children, excluded.manifest_size)`,
+          ...updateWhereChanged({
+            mediaType: manifests.mediaType,
+            isIndex: manifests.isIndex,
+            platform: manifests.platform,
+            size: manifests.size,
+            children: manifests.children,
+            manifestSize: manifests.manifestSize,
+          }),
         })
         .returning({ inserted: sql<boolean>`(xmax = 0)` });
       const inserted = changed.filter((c) => c.inserted).length;

@@ -13,7 +13,7 @@ import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.j
 import { tagCounts, tags, type TagRow, type TagWrite } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
-import { resourceStore, underParent, type Executor } from "../kernel/store.js";
+import { resourceStore, underParent, updateWhereChanged, type Executor } from "../kernel/store.js";
 import { isWithin, newChildUid, uidpPredicate } from "../kernel/uidp.js";
 import { tagKindOf } from "./tag-kind.js";
 
@@ -78,13 +78,7 @@ export function createTagStore(db: Executor) {
           })
           .onConflictDoUpdate({
             target: [tags.repoUid, tags.name],
-            set: {
-              digest: sql`excluded.digest`,
-              deprecated: sql`excluded.deprecated`,
-              bundles: sql`excluded.bundles`,
-              updateTime: sql`now()`,
-            },
-            setWhere: sql`(${tags.digest}, ${tags.deprecated}, ${tags.bundles}) is distinct from (excluded.digest, excluded.deprecated, excluded.bundles)`,
+            ...updateWhereChanged({ digest: tags.digest, deprecated: tags.deprecated, bundles: tags.bundles }, { updateTime: sql`now()` }),
           })
           .returning(),
       );
