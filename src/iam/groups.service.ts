@@ -14,7 +14,7 @@ import { accessOf, listScopesOf, requireRuleAt } from "../kernel/auth/index.js";
 import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { under, updateUnderLock } from "../kernel/update.js";
+import { defineUpdate, under, updateUnderLock } from "../kernel/update.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { groupFields, toGroup } from "./groups.mapper.js";
@@ -27,6 +27,8 @@ export const groupList = defineListSpec({
   orderBy: ["name", "create_time", "update_time"],
   defaultOrder: "uid",
 });
+
+const groupUpdate = defineUpdate({ schema: GroupSchema, field: "group", toMessage: toGroup, toFields: groupFields, check: groupViolations });
 
 export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
   const groups = storeFactory(deps.db, createGroupStore);
@@ -62,14 +64,7 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async updateGroup(req, ctx) {
-      const row = await updateUnderLock(groups(ctx), req.group?.uid ?? "", req.group, req.updateMask, {
-        schema: GroupSchema,
-        field: "group",
-        toMessage: toGroup,
-        toFields: groupFields,
-        check: groupViolations,
-      });
-      return toGroup(row);
+      return toGroup(await updateUnderLock(groups(ctx), req.group?.uid ?? "", req.group, req.updateMask, groupUpdate));
     },
 
     async deleteGroup(req, ctx) {

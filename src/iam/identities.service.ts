@@ -15,7 +15,7 @@ import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { under, updateUnderLock } from "../kernel/update.js";
+import { defineUpdate, under, updateUnderLock } from "../kernel/update.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { identityFields, identityMetadataFields, toIdentity, toIdentityMetadata } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
@@ -26,6 +26,15 @@ export const identityList = defineListSpec({
   message: IdentitySchema,
   orderBy: ["name", "create_time", "update_time"],
   defaultOrder: "uid",
+});
+
+const identityUpdate = defineUpdate({ schema: IdentitySchema, field: "identity", toMessage: toIdentity, toFields: identityFields, check: identityViolations });
+const metadataUpdate = defineUpdate({
+  schema: IdentityMetadataSchema,
+  field: "identity_metadata",
+  toMessage: toIdentityMetadata,
+  toFields: identityMetadataFields,
+  check: identityMetadataViolations,
 });
 
 function requiredText(field: string, value: string): FieldViolation[] {
@@ -49,14 +58,7 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async updateIdentity(req, ctx) {
-      const row = await updateUnderLock(identities(ctx), req.identity?.uid ?? "", req.identity, req.updateMask, {
-        schema: IdentitySchema,
-        field: "identity",
-        toMessage: toIdentity,
-        toFields: identityFields,
-        check: identityViolations,
-      });
-      return toIdentity(row);
+      return toIdentity(await updateUnderLock(identities(ctx), req.identity?.uid ?? "", req.identity, req.updateMask, identityUpdate));
     },
 
     async deleteIdentity(req, ctx) {
@@ -85,14 +87,8 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
 
     async updateIdentityMetadata(req, ctx) {
       // The caller's own identity: no scope to check, nothing to find.
-      const row = await updateUnderLock(identities(ctx), accessOf(ctx).principal.identityUid, req.identityMetadata, req.updateMask, {
-        schema: IdentityMetadataSchema,
-        field: "identity_metadata",
-        toMessage: toIdentityMetadata,
-        toFields: identityMetadataFields,
-        check: identityMetadataViolations,
-      });
-      return toIdentityMetadata(row);
+      const uid = accessOf(ctx).principal.identityUid;
+      return toIdentityMetadata(await updateUnderLock(identities(ctx), uid, req.identityMetadata, req.updateMask, metadataUpdate));
     },
   };
 

@@ -31,6 +31,11 @@ export interface UpdateSpec<D extends DescMessage, Row, Fields> {
   check?(next: MessageShape<D>, changed: readonly string[], current: Row): FieldViolation[] | Promise<FieldViolation[]>;
 }
 
+/** An update spec, declared once per resource beside its list spec (the types are inferred from it). */
+export function defineUpdate<D extends DescMessage, Row, Fields>(spec: UpdateSpec<D, Row, Fields>): UpdateSpec<D, Row, Fields> {
+  return spec;
+}
+
 /** Violation paths relative to a request field, made relative to the request's root. */
 export function under(field: string, violations: readonly FieldViolation[]): FieldViolation[] {
   return field === "" ? [...violations] : violations.map((v) => ({ ...v, field: `${field}.${v.field}` }));

@@ -20,7 +20,7 @@ import { listScopesOf } from "../kernel/auth/index.js";
 import { throwIfAny } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { under, updateUnderLock } from "../kernel/update.js";
+import { defineUpdate, under, updateUnderLock } from "../kernel/update.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { repoFields, toRepo, toRepoReadme, writableRepo } from "./repos.mapper.js";
 import { createRepoStore } from "./repos.store.js";
@@ -32,6 +32,8 @@ export const repoList = defineListSpec({
   orderBy: ["name", "create_time", "update_time"],
   defaultOrder: "name",
 });
+
+const repoUpdate = defineUpdate({ schema: RepoSchema, field: "repo", toMessage: toRepo, toFields: repoFields, check: repoViolations });
 
 export function reposBindings(deps: DomainDeps): ServiceBinding[] {
   const repos = storeFactory(deps.db, createRepoStore);
@@ -54,14 +56,7 @@ export function reposBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async updateRepo(req, ctx) {
-      const row = await updateUnderLock(repos(ctx), req.repo?.uid ?? "", req.repo, req.updateMask, {
-        schema: RepoSchema,
-        field: "repo",
-        toMessage: toRepo,
-        toFields: repoFields,
-        check: repoViolations,
-      });
-      return toRepo(row);
+      return toRepo(await updateUnderLock(repos(ctx), req.repo?.uid ?? "", req.repo, req.updateMask, repoUpdate));
     },
 
     async deleteRepo(req, ctx) {
