@@ -35,7 +35,7 @@ export interface GroupListFilter {
   name: string;
 }
 
-export const groupOrderColumns = {
+const groupOrderColumns = {
   uid: groups.uid,
   name: groups.name,
   create_time: groups.createTime,
@@ -91,5 +91,3 @@ export function createGroupStore(db: Executor) {
     },
   };
 }
-
-export type GroupStore = ReturnType<typeof createGroupStore>;

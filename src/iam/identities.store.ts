@@ -20,7 +20,7 @@ export interface IdentityListFilter {
   relationshipType: number;
 }
 
-export const identityOrderColumns = {
+const identityOrderColumns = {
   uid: identities.uid,
   name: identities.name,
   create_time: identities.createTime,
@@ -74,5 +74,3 @@ export function createIdentityStore(db: Executor) {
     },
   };
 }
-
-export type IdentityStore = ReturnType<typeof createIdentityStore>;

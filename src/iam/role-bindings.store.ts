@@ -30,7 +30,7 @@ const hydratedFields = {
 };
 
 /** The order_by keys of ListRoleBindings mapped to columns. */
-export const bindingOrderColumns: OrderColumns = {
+const bindingOrderColumns: OrderColumns = {
   create_time: roleBindings.createTime,
   update_time: roleBindings.updateTime,
   uid: roleBindings.uid,
@@ -123,5 +123,3 @@ export function createRoleBindingStore(db: Executor) {
     },
   };
 }
-
-export type RoleBindingStore = ReturnType<typeof createRoleBindingStore>;

@@ -12,7 +12,7 @@ import { resourceStore, type Executor } from "../kernel/store.js";
 import { uidpPredicate } from "../kernel/uidp.js";
 
 /** The order_by keys of ListRoles mapped to columns. */
-export const roleOrderColumns: OrderColumns = {
+const roleOrderColumns: OrderColumns = {
   name: roles.name,
   create_time: roles.createTime,
   update_time: roles.updateTime,
@@ -66,5 +66,3 @@ export function createRoleStore(db: Executor) {
     },
   };
 }
-
-export type RoleStore = ReturnType<typeof createRoleStore>;

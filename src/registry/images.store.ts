@@ -55,5 +55,3 @@ export function createManifestStore(db: Executor) {
     },
   };
 }
-
-export type ManifestStore = ReturnType<typeof createManifestStore>;

@@ -24,7 +24,7 @@ export interface RepoListFilter {
   name: string;
 }
 
-export const repoOrderColumns = {
+const repoOrderColumns = {
   uid: repos.uid,
   name: repos.name,
   create_time: repos.createTime,
@@ -78,5 +78,3 @@ export function createRepoStore(db: Executor) {
     readmes: { get: readmes.get, lock: readmes.lock, write: (uid: string, readme: string) => readmes.write(uid, { readme }) },
   };
 }
-
-export type RepoStore = ReturnType<typeof createRepoStore>;

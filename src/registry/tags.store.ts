@@ -31,7 +31,7 @@ export interface TagListFilter {
   kinds: readonly number[];
 }
 
-export const tagOrderColumns = {
+const tagOrderColumns = {
   uid: tags.uid,
   name: tags.name,
   create_time: tags.createTime,
@@ -47,7 +47,7 @@ function countedRepo(filter: TagListFilter): string | undefined {
 }
 
 /** The number of tags of these kinds in the repo, from the maintained counters (a scalar subquery). */
-export function tagCountExpression(repoUid: string, kinds: readonly number[]): SQL {
+function tagCountExpression(repoUid: string, kinds: readonly number[]): SQL {
   const kind = kinds.length === 1 ? eq(tagCounts.kind, kinds[0]!) : inArray(tagCounts.kind, [...kinds]);
   return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where ${and(eq(tagCounts.repoUid, repoUid), kind)})`;
 }
@@ -113,5 +113,3 @@ export function createTagStore(db: Executor) {
     },
   };
 }
-
-export type TagStore = ReturnType<typeof createTagStore>;

@@ -10,6 +10,7 @@ import {
   MAX_PAGE_SIZE,
   PAGE_TOKEN_LIFETIME_MS,
   canonicalJson,
+  createListPlanner,
   decodePageToken,
   defineListSpec,
   encodePageToken,
@@ -279,4 +280,26 @@ describe("canonicalJson", () => {
   });
   it("sets are unordered", () => expect(canonicalJson(new Set(["b", "a"]))).toBe(canonicalJson(new Set(["a", "b"]))));
   it("rejects functions", () => expect(() => canonicalJson({ f: () => 1 })).toThrow(TypeError));
+});
+
+describe("list planner: the token is bound to the whole request", () => {
+  const planner = createListPlanner({ secret, now: () => T0 });
+  const scopes = ["0123456789abcdef0123456789abcdef01234567"];
+  const request = (init: Parameters<typeof create<typeof ListReposRequestSchema>>[1]) => create(ListReposRequestSchema, init);
+  const first = request({ name: "alpine", uidp: { childrenOf: scopes[0] }, pageSize: 10 });
+  const token = planner.plan(first, repos, scopes).tokens.mint(["2025-01-01 00:00:00+00", `${scopes[0]}/aa`], 3n);
+
+  it("continues with the same filters, whatever the paging fields say", () => {
+    const next = request({ name: "alpine", uidp: { childrenOf: scopes[0] }, pageToken: token, pageSize: 50, skip: 2 });
+    expect(planner.plan(next, repos, scopes).cursor).toHaveLength(2);
+  });
+
+  it.each([
+    ["another name", { name: "nginx", uidp: { childrenOf: scopes[0] } }],
+    ["another uidp filter", { name: "alpine", uidp: { descendantsOf: scopes[0] } }],
+    ["a filter dropped", { uidp: { childrenOf: scopes[0] } }],
+  ])("refuses the token with %s (no handler has to name its filters)", (_what, init) => {
+    const violations = violationsOf(() => planner.plan(request({ ...init, pageToken: token }), repos, scopes));
+    expect(violations.map((v) => v.field)).toEqual(["page_token"]);
+  });
 });

@@ -142,8 +142,6 @@ export type GroupFields = Pick<GroupRow, "name" | "description" | "verified" | "
 export type IdentityFields = Pick<IdentityRow, "name" | "description" | "company" | "relationship" | "relationshipType" | "issuer" | "subject">;
 /** What UpdateIdentityMetadata writes: the company column and the rest of the metadata. */
 export type IdentityMetadataFields = Pick<IdentityRow, "company" | "metadata">;
-/** The custom role columns a client writes. */
-export type RoleFields = Pick<RoleRow, "name" | "description" | "capabilities">;
 /** A role binding read with the fields of its identity, group and role (one query joining them). */
 export interface HydratedRoleBindingRow {
   uid: string;
