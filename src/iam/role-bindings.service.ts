@@ -4,7 +4,7 @@
 // Decisions (see also role-bindings.rules.ts for what a binding may name):
 // - No escalation: creating a binding, or changing its identity or role, needs every capability of the role
 //   on the binding's group (PERMISSION_DENIED naming the missing ones).
-// - Creates (one or a batch) run in one transaction: the parent group is checked (NOT_FOUND), identities and
+// - Creates (one or a batch) run in the call's unit of work: the parent group is checked (NOT_FOUND), identities and
 //   roles are read in one query each (roles share-locked against a concurrent change of their
 //   capabilities), then every binding is inserted; a duplicate (group, identity, role) is ALREADY_EXISTS and
 //   leaves nothing behind.

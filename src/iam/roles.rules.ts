@@ -3,8 +3,9 @@
 // - A role created or changed through the API carries at least one capability, each a value of the
 //   Capability enum other than UNKNOWN and not marked internal_only (capabilityopts/v1/capability.proto).
 // - No escalation: a caller may only put in a role, or grant through a binding, capabilities it holds itself
-//   at that scope (roles.md). The caller's capabilities are read once, before any transaction opens (the
-//   embedded database runs one transaction at a time, so reading them inside one would wait on itself).
+//   at that scope (roles.md). The caller's capabilities come from the grants the auth interceptor read
+//   before the call's unit of work began (the embedded database runs one transaction at a time, so a read
+//   beside the call's transaction would wait on itself).
 import { getOption } from "@bufbuild/protobuf";
 import { internal_only } from "../../gen/apiserver/capabilityopts/v1/capability_pb.js";
 import { Capability, CapabilitySchema } from "../../gen/capabilities/capabilities_pb.js";
