@@ -2,21 +2,18 @@
 //   GetGroup                 vs. the caller's identity-and-bindings query + the group's point select
 //   ListRoleBindings page 1  vs. the identity-and-bindings query + the hydrated keyset page + its count
 // Usage: DATABASE_URL=postgres://... npm run bench -- iam [--seconds 3] [--concurrency 16]
-import { randomBytes } from "node:crypto";
 import { loadavg } from "node:os";
 import postgres from "postgres";
 import { GetGroupRequestSchema } from "../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { ListRoleBindingsRequestSchema } from "../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { openPostgres } from "../src/db/client.js";
 import { ensureSecret } from "../src/db/secrets.js";
-import { bootstrap } from "../src/iam/bootstrap.js";
 import { managedRole } from "../src/iam/managed-roles.js";
-import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
+import { ownedOrganization, withScratchDatabase } from "./database.js";
 import { grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
 import { startApiServer } from "./processes.js";
 
-const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ISSUER = "https://bench.iam.invalid";
 const PAGE = 50;
 
@@ -29,22 +26,20 @@ export interface IamBenchOptions {
 
 export async function benchIam(opts: IamBenchOptions): Promise<void> {
   setLogLevel("warn");
-  const url = process.env.DATABASE_URL || DEFAULT_URL;
-  const admin = postgres(url, { max: 1, onnotice: () => {} });
-  const name = `bench_iam_${process.pid}_${randomBytes(3).toString("hex")}`;
-  await admin.unsafe(`create database ${name}`);
-  const target = new URL(url);
-  target.pathname = `/${name}`;
+  await withScratchDatabase("bench_iam", (url) => measureOn(url, opts));
+}
+
+async function measureOn(url: string, opts: IamBenchOptions): Promise<void> {
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
-    const database = await openPostgres(target.toString(), { max: 2 });
+    const database = await openPostgres(url, { max: 2 });
     cleanups.push(() => database.close());
-    const sqlc = postgres(target.toString(), { max: 10, onnotice: () => {} });
+    const sqlc = postgres(url, { max: 10, onnotice: () => {} });
     cleanups.push(() => sqlc.end({ timeout: 5 }));
 
     // An organization owned by the caller, with `bindings` identities bound as viewers, set-based.
     await ensureSecret(database.db, "page-token");
-    const { group: org, identity } = await bootstrap(database.db, { issuer: "https://idp.invalid", subject: "bench", organization: "bench" });
+    const { org, owner: identity, auth } = await ownedOrganization(database.db, ISSUER, 3600);
     const t0 = performance.now();
     await sqlc`
       insert into identities (uid, parent_uid, name, relationship, relationship_type, issuer, subject)
@@ -59,10 +54,7 @@ export async function benchIam(opts: IamBenchOptions): Promise<void> {
     await sqlc`analyze`;
     process.stderr.write(`seeded ${opts.bindings} identities and role bindings in ${((performance.now() - t0) / 1000).toFixed(1)}s\n`);
 
-    const keys = await createKeyStore(database.db);
-    const { token } = await mintToken(keys, { issuer: ISSUER, subject: identity, audience: ISSUER, ttlSeconds: 3600 });
-    const auth = { authorization: `Bearer ${token}` };
-    const api = await startApiServer({ DATABASE_URL: target.toString(), ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
+    const api = await startApiServer({ DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
     cleanups.push(() => api.stop());
 
     // The SQL the server runs for these calls, written out and run raw by the load generator.
@@ -126,7 +118,5 @@ export async function benchIam(opts: IamBenchOptions): Promise<void> {
     }
   } finally {
     for (const c of cleanups.reverse()) await c().catch(() => {});
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
-    await admin.end();
   }
 }

@@ -17,29 +17,39 @@ export interface Result {
 
 export type Send = () => Promise<boolean>;
 
+/** `concurrency` workers, each running `step(worker)` one at a time until `seconds` have passed; resolves with the seconds elapsed. */
+export async function closedLoop(concurrency: number, seconds: number, step: (worker: number) => Promise<void>): Promise<number> {
+  const started = performance.now();
+  const end = started + seconds * 1000;
+  const worker = async (w: number) => {
+    while (performance.now() < end) await step(w);
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+  return (performance.now() - started) / 1000;
+}
+
+/** The p-th percentile of latencies sorted in ascending order (NaN when there are none). */
+export function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
 export async function measure(name: string, makeSend: () => Send, opts: { concurrency: number; seconds: number; warmupSeconds: number }): Promise<Result> {
   const send = makeSend();
   const run = async (seconds: number, record: boolean) => {
     const latencies: number[] = [];
     let errors = 0;
-    const end = performance.now() + seconds * 1000;
-    const worker = async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        const ok = await send().catch(() => false);
-        if (!ok) errors++;
-        if (record) latencies.push(performance.now() - t0);
-      }
-    };
-    const started = performance.now();
-    await Promise.all(Array.from({ length: opts.concurrency }, worker));
-    return { latencies, errors, elapsed: (performance.now() - started) / 1000 };
+    const elapsed = await closedLoop(opts.concurrency, seconds, async () => {
+      const t0 = performance.now();
+      const ok = await send().catch(() => false);
+      if (!ok) errors++;
+      if (record) latencies.push(performance.now() - t0);
+    });
+    return { latencies, errors, elapsed };
   };
   await run(opts.warmupSeconds, false);
   const { latencies, errors, elapsed } = await run(opts.seconds, true);
   latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { name, requests: latencies.length, errors, seconds: elapsed, rps: latencies.length / elapsed, p50: pct(50), p99: pct(99) };
+  return { name, requests: latencies.length, errors, seconds: elapsed, rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
 /** HTTP/1.1 keep-alive requests (REST, Connect JSON, the bare server). */

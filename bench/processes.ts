@@ -1,7 +1,7 @@
 // Starting the server under test and the bare baseline as child processes, so the load generator does not
 // share their event loop.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -35,8 +35,32 @@ async function stopChild(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Starts the API server (`src/main.ts`) on a free port; resolves when /healthz answers. */
-export async function startApiServer(env: Record<string, string> = {}): Promise<Child & { port: number }> {
+/**
+ * The pid of the node process running the server: the `tsx` command runs it in a child process of its own
+ * (Linux: read from /proc; elsewhere, the spawned process itself).
+ */
+function serverPidOf(child: ChildProcess): number {
+  const pid = child.pid!;
+  try {
+    const [first] = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+    return first ? Number(first) : pid;
+  } catch {
+    return pid;
+  }
+}
+
+/** The resident set size of a process in bytes, from /proc/<pid>/status (Linux). */
+export function residentBytes(pid: number): number {
+  const kib = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+  if (kib === undefined) throw new Error(`no VmRSS for process ${pid}`);
+  return Number(kib) * 1024;
+}
+
+/**
+ * Starts the API server (`src/main.ts`) on a free port; resolves when /healthz answers, with the pid of the
+ * process that serves (for its memory).
+ */
+export async function startApiServer(env: Record<string, string> = {}): Promise<Child & { port: number; serverPid: number }> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
   const child = spawn(tsx, [join(root, "src/main.ts")], {
@@ -58,6 +82,7 @@ export async function startApiServer(env: Record<string, string> = {}): Promise<
   return {
     process: child,
     port,
+    serverPid: serverPidOf(child),
     async stop() {
       await stopChild(child);
       rmSync(dataDir, { recursive: true, force: true });

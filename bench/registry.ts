@@ -21,7 +21,6 @@
 //     Ping (no database, no credentials) as the framework's own ceiling.
 //   - The cost of the parts of a page, in this process (CPU time per page, 16 in flight): the raw read, the
 //     store's read through Drizzle, the rows mapped to messages, the response encoded by protobuf-es.
-import { randomBytes } from "node:crypto";
 import { loadavg } from "node:os";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
@@ -41,10 +40,10 @@ import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
 import { toTag } from "../src/registry/tags.mapper.js";
 import { listFilterOf, tagList } from "../src/registry/tags.service.js";
 import { createTagStore } from "../src/registry/tags.store.js";
+import { withScratchDatabase } from "./database.js";
 import { grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
 import { startApiServer, startBareServer } from "./processes.js";
 
-const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ISSUER = "https://bench.registry.invalid";
 const LIST_TAGS = "/chainguard.platform.registry.v2.TagsService/ListTags";
 const GET_TAG = "/chainguard.platform.registry.v2.TagsService/GetTag";
@@ -178,13 +177,11 @@ function printTable(rows: Row[]): string {
 
 export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
   setLogLevel("warn");
-  const url = process.env.DATABASE_URL || DEFAULT_URL;
-  const admin = postgres(url, { max: 1, onnotice: () => {} });
-  const name = `bench_registry_${process.pid}_${randomBytes(3).toString("hex")}`;
-  await admin.unsafe(`create database ${name}`);
-  const target = new URL(url);
-  target.pathname = `/${name}`;
-  const scratchUrl = target.toString();
+  await withScratchDatabase("bench_registry", (scratchUrl, name) => measureOn(scratchUrl, name, opts));
+  say("dropped the scratch database");
+}
+
+async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOptions): Promise<void> {
   const loadBefore = loadavg()[0]!;
   say(`registry benchmark on scratch database ${name} (${opts.tags} tags); load average ${loadBefore.toFixed(2)}`);
   if (loadBefore > 1.5) say("  warning: the machine is busy; the figures will show it");
@@ -330,8 +327,5 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
     console.log(`x ${bareName} for GetRepo/GetTag: ${["GetRepo (gRPC)", "GetRepo (REST)", "GetTag (gRPC)", "GetTag (REST)"].map((n) => `${n} ${(get(n).rps / get(bareName).rps).toFixed(2)}`).join(", ")}`);
   } finally {
     for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
-    await admin.end();
-    say(`dropped ${name}`);
   }
 }

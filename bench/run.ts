@@ -3,22 +3,29 @@
 //   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes]
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 //   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
+//   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
+//     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
 import { benchIam } from "./iam.js";
 import { benchPing } from "./ping.js";
 import { benchRegistry } from "./registry.js";
+import { benchSoak } from "./soak.js";
 
-const usage = "usage: npm run bench -- [ping] [registry] [iam] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N]";
+const usage =
+  "usage: npm run bench -- [ping] [registry] [iam] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--minutes N] [--interval N] [--warmup N]";
 let parsed;
 try {
   parsed = parseArgs({
     allowPositionals: true,
     options: {
       seconds: { type: "string" },
-      concurrency: { type: "string", default: "16" },
+      concurrency: { type: "string" },
       tags: { type: "string", default: "1000000" },
       bindings: { type: "string", default: "2000" },
       "keep-indexes": { type: "boolean", default: false },
+      minutes: { type: "string", default: "10" },
+      interval: { type: "string", default: "30" },
+      warmup: { type: "string", default: "60" },
     },
   });
 } catch (err) {
@@ -28,20 +35,37 @@ try {
 const { values, positionals } = parsed;
 // Each benchmark has its own default duration per measurement: the registry one takes many measurements.
 const seconds = (fallback: number) => (values.seconds === undefined ? fallback : Number(values.seconds));
-const concurrency = Number(values.concurrency);
+// The soak spreads its clients over the five protocols: 10 by default; the others measure with 16.
+const concurrency = (fallback: number) => (values.concurrency === undefined ? fallback : Number(values.concurrency));
 const tags = Number(values.tags);
 const bindings = Number(values.bindings);
-if (!(seconds(1) > 0) || !Number.isInteger(concurrency) || concurrency < 1 || !Number.isInteger(tags) || tags < 1000 || !Number.isInteger(bindings) || bindings < 1) {
+const minutes = Number(values.minutes);
+const interval = Number(values.interval);
+const warmup = Number(values.warmup);
+if (
+  !(seconds(1) > 0) ||
+  !Number.isInteger(concurrency(16)) ||
+  concurrency(16) < 1 ||
+  !Number.isInteger(tags) ||
+  tags < 1000 ||
+  !Number.isInteger(bindings) ||
+  bindings < 1 ||
+  !(minutes > 0) ||
+  !(interval > 0) ||
+  !(warmup >= 0)
+) {
   console.error(usage);
   process.exit(2);
 }
 
 const benches: Record<string, () => Promise<void>> = {
-  ping: () => benchPing({ seconds: seconds(10), concurrency }),
-  registry: () => benchRegistry({ seconds: seconds(3), concurrency, tags, keepIndexes: values["keep-indexes"] }),
-  iam: () => benchIam({ seconds: seconds(3), concurrency, bindings }),
+  ping: () => benchPing({ seconds: seconds(10), concurrency: concurrency(16) }),
+  registry: () => benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"] }),
+  iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
+  soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
-const names = positionals.length ? positionals : Object.keys(benches);
+// With no name, every benchmark but the soak (it takes ten minutes: name it).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {

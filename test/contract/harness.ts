@@ -139,14 +139,29 @@ export async function call<I extends DescMessage, O extends DescMessage>(
   request: MessageInitShape<I>,
   headers: Record<string, string> = {},
 ): Promise<Outcome<O>> {
-  const message = create(method.input, request);
-  if (protocol === "rest") return callRest(baseUrl, method, message, headers);
-  try {
-    const res = await transportFor(protocol, baseUrl).unary(method, undefined, undefined, headers, message);
-    return { message: res.message };
-  } catch (err) {
-    return { error: fromConnectError(err) };
-  }
+  return caller(protocol, baseUrl)(method, request, headers);
+}
+
+/**
+ * A client of one protocol that keeps its transport (its HTTP/2 connection) across calls, as a long-lived
+ * client would; `call` makes a new one each time. The soak benchmark (bench/soak.ts) calls through it.
+ */
+export function caller(protocol: Protocol, baseUrl: string) {
+  const transport = protocol === "rest" ? undefined : transportFor(protocol, baseUrl);
+  return async <I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    request: MessageInitShape<I>,
+    headers: Record<string, string> = {},
+  ): Promise<Outcome<O>> => {
+    const message = create(method.input, request);
+    if (!transport) return callRest(baseUrl, method, message, headers);
+    try {
+      const res = await transport.unary(method, undefined, undefined, headers, message);
+      return { message: res.message };
+    } catch (err) {
+      return { error: fromConnectError(err) };
+    }
+  };
 }
 
 export interface ExpectedError {
