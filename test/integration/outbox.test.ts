@@ -206,13 +206,16 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
   return row!;
 }
 
-/** A digest of every resource table: equal before and after means nothing was changed. */
+/**
+ * A digest of every resource table: equal before and after means nothing was changed. An identity's
+ * last_seen_time is left out: authentication records it in the background, whatever the call does.
+ */
 async function stateDigest(): Promise<string> {
   const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "outbox_events"];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
-        .select({ d: sql<string | null>`md5(string_agg(x::text, '|' order by x::text))` })
+        .select({ d: sql<string | null>`md5(string_agg((to_jsonb(x) - 'last_seen_time')::text, '|' order by x::text))` })
         .from(sql.raw(`${t} x`));
       return `${t}:${row?.d ?? ""}`;
     }),
