@@ -1,9 +1,12 @@
 // What a role binding may name, checked from the uids alone (pure: no database).
 //
 // Decisions:
-// - The identity must be a root-level identity (a person: no '/') or one that lives inside the same
-//   organization (root group) as the group of the binding. An identity of another organization is refused
-//   before anything is read.
+// - The identity must be one the caller can see: a root-level identity (a person: no '/'; its uid is a
+//   random 160-bit value that the person hands over to be added, as with an invite), or one that lives
+//   inside the same organization (root group) as the group of the binding and within the caller's scopes
+//   for CAP_IAM_IDENTITY_LIST. Anything else, an identity of another organization included, gets the very
+//   answer a uid naming nothing gets (NO_IDENTITY on the field), so a caller cannot tell a foreign identity
+//   from an unknown one, and nothing of a foreign identity is ever echoed.
 // - The role must be a managed role (no '/') or a custom role defined on the binding's group or on one of
 //   its ancestors: a role defined elsewhere means nothing there.
 // - Anything the request names in its body that cannot be used (malformed, not bindable here, or not
@@ -22,6 +25,9 @@ export interface BindingTarget {
   field: string;
 }
 
+/** What a binding's identity_uid that names no identity the caller may bind is told: unknown and foreign alike. */
+export const NO_IDENTITY = "does not name an existing identity";
+
 /** The organization (root group) a uid lives in. */
 export function organizationOf(uid: string): string {
   return uid.split("/", 1)[0]!;
@@ -34,7 +40,7 @@ export function targetViolations(t: BindingTarget, group: string): FieldViolatio
   if (t.identityUid === "") out.push({ field: identityField, description: "is required" });
   else if (!isValidUid(t.identityUid)) out.push({ field: identityField, description: "is not a valid uid" });
   else if (!isRootUid(t.identityUid) && organizationOf(t.identityUid) !== organizationOf(group)) {
-    out.push({ field: identityField, description: `must name an identity of the organization of ${JSON.stringify(group)} or a root-level identity` });
+    out.push({ field: identityField, description: NO_IDENTITY });
   }
   const roleField = `${t.field}.role_uid`;
   if (t.roleUid === "") out.push({ field: roleField, description: "is required" });
@@ -58,7 +64,7 @@ export function repeatViolations(targets: readonly BindingTarget[]): FieldViolat
   return out;
 }
 
-/** Violations for targets whose identity or role was not found. */
+/** Violations for targets whose identity (among those the caller may bind) or role was not found. */
 export function existenceViolations(
   targets: readonly BindingTarget[],
   identities: ReadonlySet<string>,
@@ -66,7 +72,7 @@ export function existenceViolations(
 ): FieldViolation[] {
   const out: FieldViolation[] = [];
   for (const t of targets) {
-    if (!identities.has(t.identityUid)) out.push({ field: `${t.field}.identity_uid`, description: "does not name an existing identity" });
+    if (!identities.has(t.identityUid)) out.push({ field: `${t.field}.identity_uid`, description: NO_IDENTITY });
     if (!roles.has(t.roleUid)) out.push({ field: `${t.field}.role_uid`, description: "does not name an existing role" });
   }
   return out;

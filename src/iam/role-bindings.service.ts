@@ -4,10 +4,13 @@
 // Decisions (see also role-bindings.rules.ts for what a binding may name):
 // - No escalation: creating a binding, or changing its identity or role, needs every capability of the role
 //   on the binding's group (PERMISSION_DENIED naming the missing ones).
-// - Creates (one or a batch) run in the call's unit of work: the parent group is checked (NOT_FOUND), identities and
-//   roles are read in one query each (roles share-locked against a concurrent change of their
-//   capabilities), then every binding is inserted; a duplicate (group, identity, role) is ALREADY_EXISTS and
-//   leaves nothing behind.
+// - Creates (one or a batch) run in the call's unit of work: the parent group is checked (NOT_FOUND, also when a
+//   concurrent DeleteGroup wins: the insert's foreign key decides), identities and roles are read in one
+//   query each (identities key-share-locked against a concurrent delete, roles share-locked against a
+//   concurrent change of their capabilities), then every binding is inserted; a duplicate (group, identity,
+//   role) is ALREADY_EXISTS and leaves nothing behind.
+// - Only identities the caller can see are bound (role-bindings.rules.ts): one of another organization is
+//   answered as a uid naming nothing.
 // - Batch: 1 to 25 requests; each inner parent empty or equal to the outer one; an inner role_uid defaults
 //   to the outer role_uid. All violations of all items are reported at once, with the item in the path.
 // - UpdateRoleBinding may change identity_uid and role_uid, under the same checks as a create.
@@ -20,6 +23,7 @@ import {
   RoleBindingSchema,
   RoleBindingsService,
 } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
@@ -54,12 +58,14 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
   const groups = storeFactory(deps.db, createGroupStore);
 
   /**
-   * Checks targets in the call's transaction: the identities and roles exist (roles share-locked against a
-   * concurrent change of their capabilities), and the caller holds every capability of each role on `group`
-   * (`held`, from the caller's grants).
+   * Checks targets in the call's transaction: the identities exist and the caller can see them (root-level,
+   * or within its scopes for CAP_IAM_IDENTITY_LIST), the roles exist (share-locked against a concurrent change
+   * of their capabilities), and the caller holds every capability of each role on `group` (`held`, from the
+   * caller's grants).
    */
   const checkTargets = async (ctx: HandlerContext, held: ReadonlySet<number>, group: string, targets: readonly BindingTarget[]) => {
-    const identities = await bindings(ctx).existingIdentities(targets.map((t) => t.identityUid));
+    const visible = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_IDENTITY_LIST]);
+    const identities = await bindings(ctx).bindableIdentities(targets.map((t) => t.identityUid), visible);
     const found = new Map((await roles(ctx).findShared(targets.map((t) => t.roleUid))).map((r) => [r.uid, r]));
     throwIfAny(existenceViolations(targets, identities, new Set(found.keys())));
     for (const t of targets) {

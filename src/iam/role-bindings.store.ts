@@ -1,6 +1,6 @@
 // Role bindings in the database. A binding is read hydrated, in one query joining its identity, group and
 // role (the foreign keys make the inner joins total).
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, isNull, or } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { RoleBindingSchema } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -8,7 +8,7 @@ import { groups, identities, roleBindings, roles, type HydratedRoleBindingRow } 
 import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists, notFound } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
-import { resourceStore, type Executor } from "../kernel/store.js";
+import { isTransaction, resourceStore, type Executor } from "../kernel/store.js";
 import { uidpPredicate } from "../kernel/uidp.js";
 
 const hydratedFields = {
@@ -92,13 +92,20 @@ export function createRoleBindingStore(db: Executor) {
       return uids.map((u) => byUid.get(u)).filter((r): r is HydratedRoleBindingRow => r !== undefined);
     },
 
-    /** Which of `uids` name an identity (one query). */
-    async existingIdentities(uids: readonly string[]): Promise<Set<string>> {
+    /**
+     * Which of `uids` name an identity the caller may bind (one query): a root-level identity, or one within
+     * `scopes` (the caller's scopes for listing identities). In a transaction the rows found are KEY SHARE
+     * locked until it ends, as the insert's foreign key would lock them: a concurrent DeleteIdentity then
+     * waits and removes the new binding with the identity, instead of failing this insert on a key the read
+     * had just seen.
+     */
+    async bindableIdentities(uids: readonly string[], scopes: readonly string[]): Promise<Set<string>> {
       if (uids.length === 0) return new Set();
-      const rows = await db
+      const query = db
         .select({ uid: identities.uid })
         .from(identities)
-        .where(inArray(identities.uid, [...new Set(uids)]));
+        .where(and(inArray(identities.uid, [...new Set(uids)]), or(isNull(identities.parentUid), scopePredicate(identities.uid, scopes))));
+      const rows = await (isTransaction(db) ? query.for("key share") : query);
       return new Set(rows.map((r) => r.uid));
     },
 

@@ -74,14 +74,16 @@ beforeAll(async () => {
 
   const people = [
     ...Array.from({ length: 90 }, (_, i) => person(`pool ${i}`)),
-    ...Array.from({ length: 10 }, (_, i) => person(`child ${i}`, world.other)),
+    ...Array.from({ length: 20 }, (_, i) => person(`child ${i}`, world.other)),
   ];
   const admin = person("team admin");
   const dup = person("dup");
   const toggle = person("toggle");
   const twice = person("twice");
   const q = Array.from({ length: 3 }, (_, i) => person(`quiet ${i}`, quiet.team));
-  await db.insert(identities).values([...people, admin, dup, toggle, twice, ...q]);
+  const stranger = person("foreign person", foreign.team);
+  uid.foreignPerson = stranger.uid;
+  await db.insert(identities).values([...people, admin, dup, toggle, twice, ...q, stranger]);
   pool.push(...people.filter((p) => p.parentUid === null).map((p) => p.uid));
   childPool.push(...people.filter((p) => p.parentUid !== null).map((p) => p.uid));
   Object.assign(uid, { dupIdentity: dup.uid, toggleIdentity: toggle.uid });
@@ -203,11 +205,19 @@ runContractCases("RoleBindingsService.CreateRoleBinding", () => server.baseUrl, 
     },
   }),
   contractCase({
-    name: "an identity of another organization: INVALID_ARGUMENT on role_binding.identity_uid",
+    name: "an identity of another organization: the answer an unknown uid gets (INVALID_ARGUMENT on role_binding.identity_uid)",
     method: RoleBindingsService.method.createRoleBinding,
     request: () => ({ parent: world.team, roleBinding: { identityUid: foreign.identity.confined, roleUid: viewerRole } }),
     headers: as(() => world, "owner"),
-    error: { code: Code.InvalidArgument, details: [violation("role_binding.identity_uid", expect.stringMatching(/organization/))] },
+    error: { code: Code.InvalidArgument, details: [violation("role_binding.identity_uid", "does not name an existing identity")] },
+  }),
+  contractCase({
+    name: "an identity of the organization outside the caller's scopes: the answer an unknown uid gets",
+    method: RoleBindingsService.method.createRoleBinding,
+    // `confined` is an owner of the organization confined to team: identities under other are not its to see.
+    request: () => ({ parent: world.team, roleBinding: { identityUid: freshChild(), roleUid: pullRole } }),
+    headers: as(() => world, "confined"),
+    error: { code: Code.InvalidArgument, details: [violation("role_binding.identity_uid", "does not name an existing identity")] },
   }),
   contractCase({
     name: "an identity that does not exist: INVALID_ARGUMENT on role_binding.identity_uid",
@@ -401,6 +411,38 @@ runContractCases("RoleBindingsService.BatchCreateRoleBindings", () => server.bas
     error: { code: Code.PermissionDenied, message: /requests\[1\]\.role_binding/ },
   }),
 ]);
+
+// Binding a stranger: an identity of another organization is answered exactly as a uid naming nothing, on
+// create and on update, and nothing of it (name, subject, issuer, email) appears in the answer.
+describe.each(protocols)("RoleBindingsService: an identity of another organization cannot be told from an unknown one [%s]", (protocol) => {
+  /** The whole answer as text, the identity uid it names replaced, so two answers compare. */
+  const answer = async (method: "create" | "update", identityUid: string): Promise<string> => {
+    const out =
+      method === "create"
+        ? await call(protocol, server.baseUrl, RoleBindingsService.method.createRoleBinding, { parent: world.team, roleBinding: { identityUid, roleUid: viewerRole } }, world.auth("owner"))
+        : await call(
+            protocol,
+            server.baseUrl,
+            RoleBindingsService.method.updateRoleBinding,
+            { roleBinding: { uid: uid.toggle!, identityUid }, updateMask: { paths: ["identity_uid"] } },
+            world.auth("owner"),
+          );
+    expect(out.error, "refused").toBeDefined();
+    const { code, message, details } = out.error!;
+    return JSON.stringify({ code, message, details }).replaceAll(identityUid, "<uid>");
+  };
+
+  it.each(["create", "update"] as const)("%s", async (method) => {
+    const stranger = uid.foreignPerson!;
+    const unknownThere = `${foreign.team}/0123456789abcdef`;
+    const unknownHere = `${world.team}/0123456789abcdef`;
+    const got = await answer(method, stranger);
+    expect(got).toBe(await answer(method, unknownThere));
+    expect(got).toBe(await answer(method, unknownHere));
+    expect(got).toMatch(/INVALID_ARGUMENT|"code":3/);
+    for (const secret of ["foreign person", "foreign.person@example.test", `sub-${stranger}`]) expect(got).not.toContain(secret);
+  });
+});
 
 /** The bindings of an identity (as the organization's viewer sees them). */
 async function bindingsOf(protocol: Protocol, identity: string): Promise<RoleBinding[]> {
