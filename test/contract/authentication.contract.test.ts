@@ -28,8 +28,8 @@ const t: Record<string, string> = {};
 beforeAll(async () => {
   server = await startTestServer();
   world = await seedWorld(server);
-  idp = await startFakeIssuer();
-  stranger = await startFakeIssuer();
+  idp = await startFakeIssuer({ audience: server.baseUrl });
+  stranger = await startFakeIssuer({ audience: server.baseUrl });
 
   // An identity assumed by the fake issuer's tokens (exact issuer and subject), viewer on the organization.
   external = { uid: newChildUid(world.org), subject: `repo:acme/app:ref:refs/heads/main` };
@@ -63,6 +63,9 @@ beforeAll(async () => {
   t.externalUnpublishedKey = await idp.mint({ sub: external.subject }, { unpublishedKey: true });
   t.externalRs256 = await idp.mint({ sub: external.subject }, { alg: "RS256" });
   t.externalEs256 = await idp.mint({ sub: external.subject }, { alg: "ES256" });
+  // The identity names no audience: the token must be meant for this server (RFC 8725 3.9).
+  t.externalOtherAudience = await idp.mint({ sub: external.subject, aud: "https://other-app.example" });
+  t.externalNoAudience = await idp.mint({ sub: external.subject, aud: undefined });
   // Signed with the server's real key, but for another audience.
   t.wrongAudience = (
     await mintToken(server.keys, { issuer: server.baseUrl, subject: world.identity.owner, audience: "https://elsewhere.example", ttlSeconds: 600 })
@@ -129,6 +132,14 @@ runContractCases("Authentication refused", () => server.baseUrl, [
     headers: bearer("unmatchedSubject"),
     error: refused(),
   }),
+  contractCase({
+    name: "an external token meant for another application (audience)",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("externalOtherAudience"),
+    error: refused(),
+  }),
+  contractCase({ name: "an external token with no audience", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("externalNoAudience"), error: refused() }),
   contractCase({ name: "an expired external token", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("externalExpired"), error: refused("TOKEN_EXPIRED") }),
   contractCase({
     name: "an external token signed by a key its issuer does not publish",

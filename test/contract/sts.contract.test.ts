@@ -47,7 +47,7 @@ const rel = <C extends NonNullable<Identity["relationship"]["case"]>>(c: C, valu
 beforeAll(async () => {
   server = await startTestServer();
   world = await seedWorld(server);
-  idp = await startFakeIssuer();
+  idp = await startFakeIssuer({ audience: server.baseUrl });
   const keys = await staticKeyPair("ES256");
   staticExpiry = new Date(Date.now() + 20 * 60_000);
 
@@ -79,6 +79,7 @@ beforeAll(async () => {
   t.exactLong = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: 3 * 3600 });
   t.exactShort = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: 300 });
   t.exactExpired = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: -600 });
+  t.exactOtherAudience = await idp.mint({ sub: EXACT_SUBJECT, aud: "https://other-app.example" });
   t.otherSubject = await idp.mint({ sub: "repo:acme/other:ref:refs/heads/main" });
   t.pattern = await idp.mint({ sub: "repo:acme/app", ...patternClaims });
   t.patternPrefix = await idp.mint({ sub: "xrepo:acme/app", ...patternClaims });
@@ -180,6 +181,20 @@ runContractCases("Exchange refused", () => server.baseUrl, [
   contractCase({ name: "garbage token", method: exchange, request: assume("exact"), headers: { authorization: "Bearer garbage" }, error: { code: Code.Unauthenticated, reason: "TOKEN_INVALID" } }),
   contractCase({ name: "expired token", method: exchange, request: assume("exact"), headers: bearer("exactExpired"), error: { code: Code.Unauthenticated, reason: "TOKEN_EXPIRED" } }),
   contractCase({ name: "a token for another identity (wrong subject)", method: exchange, request: assume("exact"), headers: bearer("otherSubject"), error: notAccepted }),
+  contractCase({
+    name: "a token meant for another application (the identity names no audience)",
+    method: exchange,
+    request: assume("exact"),
+    headers: bearer("exactOtherAudience"),
+    error: notAccepted,
+  }),
+  contractCase({
+    name: "a token meant for another application, no identity named",
+    method: exchange,
+    request: {},
+    headers: bearer("exactOtherAudience"),
+    error: notAccepted,
+  }),
   contractCase({ name: "a token that satisfies another identity", method: exchange, request: assume("pattern"), headers: bearer("exact"), error: notAccepted }),
   contractCase({ name: "subject pattern is anchored (xrepo:acme/... against repo:acme/.*)", method: exchange, request: assume("pattern"), headers: bearer("patternPrefix"), error: notAccepted }),
   contractCase({ name: "audience does not match", method: exchange, request: assume("pattern"), headers: bearer("patternWrongAud"), error: notAccepted }),

@@ -32,14 +32,16 @@ let idp: FakeIssuer;
 let stranger: FakeIssuer; // an issuer no identity references
 let keys: KeyStore;
 let directory: IdentityDirectory;
+/** The audience the verifiers here accept from identities that name none (the operator's list). */
+const AUDIENCE = "https://platform.example";
 
 beforeAll(async () => {
   setLogLevel("silent");
   database = await openTestDatabase();
   keys = await createKeyStore(database.db);
   directory = createIdentityDirectory(database.db);
-  idp = await startFakeIssuer();
-  stranger = await startFakeIssuer({ path: "/tenant" });
+  idp = await startFakeIssuer({ audience: AUDIENCE });
+  stranger = await startFakeIssuer({ path: "/tenant", audience: AUDIENCE });
 });
 afterAll(async () => {
   await idp?.close();
@@ -81,7 +83,7 @@ let subjectCounter = 0;
 const freshSubject = () => `subject-${Date.now()}-${++subjectCounter}`;
 
 function verifier(over: Partial<ExternalVerifierOptions> = {}) {
-  return createExternalVerifier({ directory, allowInsecureLoopback: true, jwksCooldownMs: 0, ...over });
+  return createExternalVerifier({ directory, allowInsecureLoopback: true, jwksCooldownMs: 0, audiences: [AUDIENCE], ...over });
 }
 
 async function failure(p: Promise<unknown>): Promise<ExternalTokenError> {
@@ -332,10 +334,51 @@ describe("assume (token exchange): the named identity's relationship", () => {
     const user = newRootUid();
     const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: issuer }, sub: { case: "subject", value: user } }));
     const seen: string[] = [];
-    const v = verifier({ self: { issuer, keys }, fetch: (i) => (seen.push(String(i)), Promise.reject(new Error("no"))) });
+    const v = verifier({ self: { issuer, keys }, audiences: [issuer], fetch: (i) => (seen.push(String(i)), Promise.reject(new Error("no"))) });
     const { token } = await mintToken(keys, { issuer, subject: user, audience: issuer, ttlSeconds: 60 });
     expect(await v.assume(token, uid)).toMatchObject({ identityUid: uid, issuer, subject: user });
     expect(seen).toEqual([]);
+  });
+});
+
+describe("audience: an identity that names none takes the operator's list (RFC 8725 3.9)", () => {
+  const other = "https://other-app.example";
+
+  it("refuses a token for another application, or for none, directly and by exchange", async () => {
+    const sub = freshSubject();
+    const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
+    const v = verifier({ audiences: [AUDIENCE, "https://second.example"] });
+    for (const aud of [other, [other, "x"], undefined]) {
+      const token = await idp.mint({ sub, aud });
+      expect((await failure(v.verify(token, idp.url))).code, JSON.stringify(aud)).toBe("NOT_ACCEPTED");
+      expect((await failure(v.assume(token, uid))).code, JSON.stringify(aud)).toBe("NOT_ACCEPTED");
+    }
+    for (const aud of [AUDIENCE, [other, "https://second.example"]]) {
+      const token = await idp.mint({ sub, aud });
+      expect((await v.verify(token, idp.url)).identityUid).toBe(uid);
+      expect((await v.assume(token, uid)).identityUid).toBe(uid);
+    }
+  });
+
+  it("holds an identity that names its own audience to that one alone", async () => {
+    const sub = freshSubject();
+    const uid = await insertIdentity(
+      claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub }, aud: { case: "audience", value: other } }),
+    );
+    const v = verifier();
+    expect((await v.assume(await idp.mint({ sub, aud: other }), uid)).identityUid).toBe(uid);
+    expect((await failure(v.assume(await idp.mint({ sub, aud: AUDIENCE }), uid))).code).toBe("NOT_ACCEPTED");
+  });
+
+  it("applies to StaticKeys identities with no audiences of their own", async () => {
+    const pair = await staticKeyPair("ES256");
+    const issuer = "https://static-aud.example";
+    const subject = freshSubject();
+    const uid = await insertIdentity({ case: "staticKeys", value: create(IdentitySchema, { relationship: { case: "staticKeys", value: { issuer, subject, issuerKeys: pair.issuerKeys } } }).relationship.value as never });
+    const v = verifier();
+    expect((await failure(v.verify(await pair.sign({ iss: issuer, sub: subject, aud: other }), issuer))).code).toBe("NOT_ACCEPTED");
+    expect((await failure(v.assume(await pair.sign({ iss: issuer, sub: subject }), uid))).code).toBe("NOT_ACCEPTED");
+    expect((await v.assume(await pair.sign({ iss: issuer, sub: subject, aud: AUDIENCE }), uid)).identityUid).toBe(uid);
   });
 });
 

@@ -7,6 +7,11 @@
 //   assume(token, identity)   a token presented to the token exchange to assume the named identity: it
 //                             must satisfy that identity's relationship (patterns, audience, claims).
 //
+// Audience (RFC 8725, section 3.9): a token must be meant for this service. An identity that names an
+// audience (ClaimMatch.aud, StaticKeys.audiences) takes tokens for that audience only; one that names none
+// takes tokens carrying one of the operator's `audiences` (EXTERNAL_AUDIENCES, default the issuer URL), so
+// an ID token some other application received cannot be replayed here.
+//
 // Nothing is fetched for an issuer that the identity in question does not reference, so an arbitrary `iss`
 // cannot make the server call out (SSRF). Discovery and keys are fetched over https only; plain http only
 // for loopback hosts when allowInsecureLoopback is set. Fetches have timeouts and size caps, do not follow
@@ -105,6 +110,11 @@ export interface ExternalVerifierOptions {
   clockToleranceSeconds?: number;
   /** Issuers kept in the cache (oldest dropped first). Default 1000. */
   maxIssuers?: number;
+  /**
+   * The audiences a token must carry one of when the identity names none of its own. Default: this
+   * server's issuer URL (`self.issuer`) when given, else none (only identities naming an audience match).
+   */
+  audiences?: readonly string[];
   /** This server as an issuer: its tokens are verified with its own keys, never fetched. */
   self?: { issuer: string; keys: KeyStore } | undefined;
   /** The fetch to use (tests). */
@@ -246,6 +256,9 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
   const maxJwksBytes = opts.maxJwksBytes ?? 256 * 1024;
   const tolerance = opts.clockToleranceSeconds ?? 30;
   const maxIssuers = opts.maxIssuers ?? 1000;
+  const allowedAudiences = new Set(opts.audiences ?? (opts.self ? [opts.self.issuer] : []));
+  /** Whether a token meets the operator's audience list (for identities that name no audience). */
+  const forThisService = (claims: JWTPayload) => audiencesOf(claims).some((a) => allowedAudiences.has(a));
 
   const issuers = new Map<string, IssuerEntry>();
   const pending = new Map<string, Promise<IssuerEntry>>();
@@ -370,6 +383,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     if (!issuerAccepted(spec, t.iss)) throw notAccepted("issuer not referenced by the identity");
     const before = claimMismatch(spec, t.claims);
     if (before) throw notAccepted(before);
+    if (!spec.audience && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
     let getKey: JWTVerifyGetKey;
     try {
       getKey = await keysOf(t.iss);
@@ -398,6 +412,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     const identityExpiresAt = sk.expirationTime ? Number(sk.expirationTime.seconds) : undefined;
     if (identityExpiresAt !== undefined && identityExpiresAt <= Math.floor(Date.now() / 1000)) throw notAccepted("the identity's keys have expired");
     if (sk.audiences.length > 0 && !audiencesOf(t.claims).some((a) => sk.audiences.includes(a))) throw notAccepted("audience does not match");
+    if (sk.audiences.length === 0 && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, staticKeysOf(sk.issuerKeys), {
