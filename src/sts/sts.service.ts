@@ -4,7 +4,11 @@
 // The method's auth rule is `disabled`: the handler authenticates the presented token itself, taken from the
 // Authorization: Bearer header. The caller names the identity to assume in `identity`; the token must satisfy
 // that identity's relationship (ClaimMatch with patterns, audience and claims, or StaticKeys). With no
-// `identity`, the token must name exactly one identity by exact issuer and subject, as on a direct API call.
+// `identity`, the identities the token assumes by exact issuer and subject, as on a direct API call: the
+// only one, or the only root-level one (a person's own, which no organization can create); when several
+// organizations gave the token an identity, FAILED_PRECONDITION (IDENTITY_AMBIGUOUS) lists them, one
+// PreconditionFailure violation each with the identity uid as its subject, and the caller exchanges again
+// naming one. Nobody loses access because another organization created an identity for them.
 //
 // Refusals never reveal whether an identity exists: an unknown identity and one the token does not match
 // give the same UNAUTHENTICATED answer. The exception is an AWS or service-principal identity, which this
@@ -13,7 +17,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { decodeJwt } from "jose";
 import { SecurityTokenService, type ExchangeRequest } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
-import { bearerToken, mintToken } from "../kernel/auth/index.js";
+import { bearerToken, identityAmbiguous, mintToken, soleCandidate } from "../kernel/auth/index.js";
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
 import { failedPrecondition, invalidArgument, unauthenticated, unimplemented, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
@@ -57,7 +61,7 @@ function refusal(err: unknown, identity: string): Error {
       return unauthenticated(
         identity
           ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
-          : "The presented token does not name exactly one identity by its issuer and subject",
+          : "The presented token does not assume any identity by its exact issuer and subject",
         "TOKEN_NOT_ACCEPTED",
       );
   }
@@ -86,7 +90,10 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
             throw new ExternalTokenError("TOKEN_INVALID", "not a JWT", { cause: err });
           }
           if (typeof iss !== "string" || iss === "") throw new ExternalTokenError("TOKEN_INVALID", "no issuer");
-          found = await verifier.verify(token, iss);
+          const candidates = await verifier.verify(token, iss);
+          const sole = soleCandidate(candidates, (c) => c.homeGroup === undefined);
+          if (!sole) throw identityAmbiguous(candidates.map((c) => c.identityUid), "exchange again naming it in `identity`");
+          found = sole;
         }
       } catch (err) {
         throw refusal(err, req.identity);

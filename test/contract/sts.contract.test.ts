@@ -15,11 +15,11 @@ import { BadRequestSchema, PreconditionFailureSchema } from "../../gen/google/rp
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
-import { newChildUid } from "../../src/kernel/uidp.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startFakeIssuer, staticKeyPair, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 const exchange = SecurityTokenService.method.exchange;
 const STATIC_ISSUER = "https://static.example"; // never fetched: its keys are on the identity
@@ -31,6 +31,23 @@ let idp: FakeIssuer;
 const id: Record<"exact" | "pattern" | "static" | "aws" | "sp", string> = { exact: "", pattern: "", static: "", aws: "", sp: "" };
 const t: Record<string, string> = {};
 let staticExpiry: Date;
+// Cross-tenant: a subject to which the world's organization and another one (B) each gave an identity, and
+// a person (a root-level identity, as bootstrap makes) to whom B also gave one.
+const SHARED_SUBJECT = "repo:acme/shared:ref:refs/heads/main";
+const PERSON_SUBJECT = "person-110169484474386276334";
+const shared = { home: "", foreign: "", person: "", personInB: "" };
+
+/** An identity with an exact issuer and subject under `parent` (none: root-level), viewer on `bindOn`. */
+async function insertExact(parent: string | null, bindOn: string, subject: string) {
+  const uid = parent ? newChildUid(parent) : newRootUid();
+  const relationship = rel("claimMatch", { iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: subject } });
+  const json = toJson(IdentitySchema, create(IdentitySchema, { relationship })) as Record<string, unknown>;
+  await server.database.db
+    .insert(identities)
+    .values({ uid, parentUid: parent, name: "shared", relationship: json, relationshipType: RelationshipType.CLAIM_MATCH, issuer: idp.url, subject });
+  await server.database.db.insert(roleBindings).values({ uid: newChildUid(bindOn), groupUid: bindOn, identityUid: uid, roleUid: managedRole("viewer").uid });
+  return uid;
+}
 
 async function insertIdentity(relationship: Identity["relationship"], type: RelationshipType, cols: { issuer?: string; subject?: string } = {}) {
   const uid = newChildUid(world.org);
@@ -72,6 +89,14 @@ beforeAll(async () => {
   );
   id.aws = await insertIdentity(rel("awsIdentity", { awsAccount: "123456789012", awsArn: { case: "arn", value: "arn:aws:iam::123456789012:role/ci" } }), RelationshipType.AWS_IDENTITY);
   id.sp = await insertIdentity({ case: "servicePrincipal", value: ServicePrincipal.INGESTER }, RelationshipType.SERVICE_PRINCIPAL);
+
+  const orgB = (await seedWorld(server, "globex")).org;
+  shared.home = await insertExact(world.org, world.org, SHARED_SUBJECT);
+  shared.foreign = await insertExact(orgB, orgB, SHARED_SUBJECT);
+  shared.person = await insertExact(null, world.org, PERSON_SUBJECT);
+  shared.personInB = await insertExact(orgB, orgB, PERSON_SUBJECT);
+  t.shared = await idp.mint({ sub: SHARED_SUBJECT });
+  t.person = await idp.mint({ sub: PERSON_SUBJECT });
 
   const patternClaims = { aud: "sts-test", repository_owner: "acme", ref: "refs/heads/main" };
   t.exact = await idp.mint({ sub: EXACT_SUBJECT });
@@ -173,6 +198,27 @@ describe.each(protocols)("Exchange [%s]", (protocol) => {
     const body = (await res.json()) as { token: string; expiry: string };
     expect(decodeJwt(body.token).sub).toBe(id.exact);
     expect(new Date(body.expiry).getTime()).toBeGreaterThan(Date.now());
+  });
+});
+
+describe.each(protocols)("Exchange of a token several organizations gave an identity to [%s]", (protocol) => {
+  it("assumes whichever of them the caller names", async () => {
+    for (const identity of [shared.home, shared.foreign]) {
+      const { claims } = await exchangeOk(protocol, t.shared!, { identity });
+      expect(claims.sub).toBe(identity);
+    }
+  });
+
+  it("with no identity named, answers which identities the token may assume", async () => {
+    const out = await call(protocol, server.baseUrl, exchange, {}, bearer("shared")());
+    assertError(protocol, out.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS", domain: "oidc.platform.test" });
+    const subjects = detail(out.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
+    expect(subjects.sort()).toEqual([shared.home, shared.foreign].sort());
+  });
+
+  it("with no identity named, assumes a person's own (root-level) identity, which no organization can create", async () => {
+    expect((await exchangeOk(protocol, t.person!, {})).claims.sub).toBe(shared.person);
+    expect((await exchangeOk(protocol, t.person!, { identity: shared.personInB })).claims.sub).toBe(shared.personInB);
   });
 });
 
