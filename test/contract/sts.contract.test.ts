@@ -11,7 +11,7 @@ import { decodeJwt, decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitySchema, RelationshipType, ServicePrincipal, type Identity } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import { BadRequestSchema, PreconditionFailureSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, PreconditionFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
@@ -219,6 +219,69 @@ describe.each(protocols)("Exchange of a token several organizations gave an iden
   it("with no identity named, assumes a person's own (root-level) identity, which no organization can create", async () => {
     expect((await exchangeOk(protocol, t.person!, {})).claims.sub).toBe(shared.person);
     expect((await exchangeOk(protocol, t.person!, { identity: shared.personInB })).claims.sub).toBe(shared.personInB);
+  });
+});
+
+describe("Exchange: repeated failures from one caller are rate-limited", () => {
+  const few = { burst: 3, perMinute: 1 };
+  const many = { burst: 1000, perMinute: 1000 };
+  // Budgets are per server: one server limits by subject (every protocol with a subject of its own), and
+  // one per protocol tested limits by address (all of a test's requests come from 127.0.0.1).
+  let bySubject: TestServer;
+  const servers: TestServer[] = [];
+  beforeAll(async () => {
+    bySubject = await startTestServer({ rateLimits: { exchangeFailures: { bySubject: few, byAddress: many } } });
+    servers.push(bySubject);
+  });
+  afterAll(async () => {
+    for (const s of servers) await s.close();
+  });
+  const exchangeWith = (protocol: Protocol, on: TestServer, token: string, headers: Record<string, string> = {}) =>
+    call(protocol, on.baseUrl, exchange, {}, { ...headers, authorization: `Bearer ${token}` });
+  const exhausted = (protocol: Protocol, out: Awaited<ReturnType<typeof exchangeWith>>) => {
+    assertError(protocol, out.error!, { code: Code.ResourceExhausted, reason: "TOO_MANY_FAILURES" });
+    const delay = detail(out.error!, RetryInfoSchema)?.retryDelay;
+    expect(Number(delay?.seconds ?? 0) * 1e9 + (delay?.nanos ?? 0)).toBeGreaterThan(0);
+  };
+
+  it.each(protocols)("by the token's issuer and subject [%s]", async (protocol) => {
+    const unknown = await idp.mint({ sub: `nobody-${protocol}` });
+    for (let i = 0; i < 3; i++) assertError(protocol, (await exchangeWith(protocol, bySubject, unknown)).error!, { code: Code.Unauthenticated });
+    exhausted(protocol, await exchangeWith(protocol, bySubject, unknown));
+    // Another token of the same subject is the same caller; another subject from the same address is not.
+    exhausted(protocol, await exchangeWith(protocol, bySubject, await idp.mint({ sub: `nobody-${protocol}`, jti: "2" })));
+    assertError(protocol, (await exchangeWith(protocol, bySubject, await idp.mint({ sub: `somebody-else-${protocol}` }))).error!, { code: Code.Unauthenticated });
+  });
+
+  it("does not count successful exchanges", async () => {
+    const subject = "repo:acme/busy:ref:refs/heads/main";
+    const org = (await seedWorld(bySubject, "busy")).org;
+    await bySubject.database.db.insert(identities).values({
+      uid: newChildUid(org),
+      parentUid: org,
+      name: "busy",
+      relationship: { claimMatch: { issuer: idp.url, subject } },
+      relationshipType: RelationshipType.CLAIM_MATCH,
+      issuer: idp.url,
+      subject,
+    });
+    const token = await idp.mint({ sub: subject, aud: bySubject.baseUrl });
+    for (let i = 0; i < 6; i++) {
+      const out = await exchangeWith("connect-json", bySubject, token);
+      expect(out.error, out.error?.message).toBeUndefined();
+    }
+  });
+
+  // gRPC goes through the server's own router, REST through the gateway: both record the address.
+  it.each(["grpc", "rest"] as const)("by the connection's address, whatever headers say, for tokens that do not decode [%s]", async (protocol) => {
+    const limited = await startTestServer({ rateLimits: { exchangeFailures: { bySubject: many, byAddress: few } } });
+    servers.push(limited);
+    for (let i = 0; i < 3; i++) {
+      const out = await exchangeWith(protocol, limited, `garbage-${i}`, { "x-forwarded-for": `192.0.2.${i}`, forwarded: `for=192.0.2.${i}` });
+      assertError(protocol, out.error!, { code: Code.Unauthenticated, reason: "TOKEN_INVALID" });
+    }
+    exhausted(protocol, await exchangeWith(protocol, limited, "garbage-3", { "x-forwarded-for": "192.0.2.99" }));
+    exhausted(protocol, await exchangeWith(protocol, limited, await idp.mint({ sub: "fresh-subject" })));
   });
 });
 
