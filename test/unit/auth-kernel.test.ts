@@ -124,7 +124,8 @@ describe("createCandidateAccess: a token several identities share acts as one of
   });
 
   it("never combines the grants of two identities", async () => {
-    const access = createCandidateAccess([acme(), globex()]);
+    // Both reach acme: acme/x with UPDATE, a person (root-level, bound in acme) with BIND.
+    const access = createCandidateAccess([acme(), candidate("p", undefined, [["acme", [BIND]]])]);
     expect(await access.holds("acme", [UPDATE, BIND])).toBe(false);
     await expect(access.require("acme", [UPDATE, BIND])).rejects.toMatchObject({ code: Code.PermissionDenied });
   });
