@@ -27,6 +27,12 @@ export interface Config {
    * providers and tests). Other external issuers are always fetched over https. Default: development only.
    */
   allowInsecureLoopbackIssuers: boolean;
+  /**
+   * The audiences an external token must carry one of, when the identity it assumes names no audience of
+   * its own (RFC 8725, section 3.9): a token meant for another application is not accepted here. Default:
+   * this server's issuer URL.
+   */
+  externalAudiences: string[];
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
 }
 
@@ -79,6 +85,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (insecure !== undefined && insecure !== "" && insecure !== "true" && insecure !== "false") {
     throw new ConfigError("ALLOW_INSECURE_LOOPBACK_ISSUERS must be true or false");
   }
+  const externalAudiences = (env.EXTERNAL_AUDIENCES || issuerUrl)
+    .split(",")
+    .map((a) => a.trim())
+    .filter((a) => a !== "");
+  if (externalAudiences.length === 0) throw new ConfigError("EXTERNAL_AUDIENCES must name at least one audience (comma-separated)");
   return {
     port,
     host: env.HOST || "0.0.0.0",
@@ -89,6 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mode,
     issuerUrl,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
+    externalAudiences,
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
   };
 }

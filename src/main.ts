@@ -64,6 +64,7 @@ async function main(): Promise<void> {
     external: createExternalVerifier({
       directory,
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,
+      audiences: config.externalAudiences,
       self: { issuer: config.issuerUrl, keys },
     }),
   });

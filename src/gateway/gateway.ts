@@ -22,6 +22,7 @@ import { ConnectError, createConnectRouter, type ConnectRouter, type Interceptor
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
+import { peerContextValues } from "../kernel/peer.js";
 import {
   errorDomainOf,
   invalidArgument,
@@ -153,7 +154,15 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     const header = forwardedHeaders(req.headers);
     header.set("content-type", "application/json");
     header.set("connect-protocol-version", "1");
-    const res = await handler({ httpVersion: "1.1", url: `http://rest-gateway.internal${handler.requestPath}`, method: "POST", header, body, signal });
+    const res = await handler({
+      httpVersion: "1.1",
+      url: `http://rest-gateway.internal${handler.requestPath}`,
+      method: "POST",
+      header,
+      body,
+      signal,
+      contextValues: peerContextValues(req),
+    });
     const bytes = await readAll(res);
     const [head, trailer] = trailerDemux(res.header ?? new Headers());
     trailer.forEach((value, name) => head.append(name, value));

@@ -1,17 +1,17 @@
 // The IAM domain's side of the auth kernel's IdentityDirectory (kernel/auth/directory.ts): what token
 // verification and capability checks read of identities, roles and role bindings, and the one thing they
 // write (an identity's lastSeenTime).
-import { and, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { and, asc, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { identities, roleBindings, roles } from "../db/schema/index.js";
 import type { AssumableIdentity, IdentityDirectory } from "../kernel/auth/directory.js";
 import { log } from "../kernel/log.js";
 import { relationshipOf } from "./identities.mapper.js";
 
-function assumable(row: { uid: string; relationship: Record<string, unknown> }): AssumableIdentity {
+function assumable(row: { uid: string; parentUid: string | null; relationship: Record<string, unknown> }): AssumableIdentity {
   const relationship = relationshipOf(row.relationship);
   if (relationship.case === undefined) log.warn("identity relationship does not parse", { identity: row.uid });
-  return { uid: row.uid, relationship };
+  return { uid: row.uid, relationship, homeGroup: row.parentUid ?? undefined };
 }
 
 /** The directory over this database. The grants query is prepared once, here. */
@@ -25,7 +25,7 @@ export function createIdentityDirectory(db: Db): IdentityDirectory {
     .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
     .where(eq(identities.uid, sql.placeholder("uid")))
     .prepare("auth_identity_grants");
-  const assumableColumns = { uid: identities.uid, relationship: identities.relationship };
+  const assumableColumns = { uid: identities.uid, parentUid: identities.parentUid, relationship: identities.relationship };
 
   return {
     async grants(identityUid) {
@@ -42,6 +42,7 @@ export function createIdentityDirectory(db: Db): IdentityDirectory {
         .select(assumableColumns)
         .from(identities)
         .where(and(eq(identities.issuer, issuer), eq(identities.subject, subject)))
+        .orderBy(sql`${identities.parentUid} is not null`, asc(identities.createTime), asc(identities.uid))
         .limit(limit);
       return rows.map(assumable);
     },

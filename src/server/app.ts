@@ -16,6 +16,8 @@ import { createGrantsCache } from "../kernel/auth/grants-cache.js";
 import { createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
 import { log } from "../kernel/log.js";
+import { peerContextValues } from "../kernel/peer.js";
+import type { RateLimits } from "../kernel/rate-limit.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
@@ -45,6 +47,8 @@ export interface AppDeps {
    * (kernel/auth/external.ts) with plain-http loopback issuers refused.
    */
   external?: ExternalVerifier;
+  /** Budgets of repeated failures per caller (kernel/rate-limit.ts). Default DEFAULT_RATE_LIMITS. */
+  rateLimits?: Partial<RateLimits>;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
 }
@@ -77,6 +81,7 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier): ServiceBind
     issuerUrl: deps.issuerUrl,
     keys: deps.keys,
     external,
+    rateLimits: deps.rateLimits,
   };
   const bound = new Map<string, ServiceBinding>();
   for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {
@@ -158,7 +163,7 @@ export function createApp(deps: AppDeps): App {
     }
     const rpc = rpcByPath.get(path);
     if (rpc) {
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, peerContextValues(req));
       rpc(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((err: unknown) => log.warn("rpc response failed", { path, err }));

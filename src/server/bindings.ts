@@ -3,6 +3,7 @@ import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
 import type { ExternalVerifier, KeyStore } from "../kernel/auth/index.js";
 import type { ListPlanner } from "../kernel/list/index.js";
+import type { RateLimits } from "../kernel/rate-limit.js";
 
 /**
  * A domain's implementation of one API service, made with bindService so the implementation is checked
@@ -36,4 +37,9 @@ export interface DomainDeps {
   issuerUrl: string;
   keys: KeyStore;
   external: ExternalVerifier | undefined;
+  /**
+   * Budgets of repeated failures per caller (kernel/rate-limit.ts); each service keeps its own counts.
+   * Default DEFAULT_RATE_LIMITS.
+   */
+  rateLimits?: Partial<RateLimits> | undefined;
 }

@@ -4,19 +4,24 @@
 // The method's auth rule is `disabled`: the handler authenticates the presented token itself, taken from the
 // Authorization: Bearer header. The caller names the identity to assume in `identity`; the token must satisfy
 // that identity's relationship (ClaimMatch with patterns, audience and claims, or StaticKeys). With no
-// `identity`, the token must name exactly one identity by exact issuer and subject, as on a direct API call.
+// `identity`, the identities the token assumes by exact issuer and subject, as on a direct API call: the
+// only one, or the only root-level one (a person's own, which no organization can create); when several
+// organizations gave the token an identity, FAILED_PRECONDITION (IDENTITY_AMBIGUOUS) lists them, one
+// PreconditionFailure violation each with the identity uid as its subject, and the caller exchanges again
+// naming one. Nobody loses access because another organization created an identity for them.
 //
 // Refusals never reveal whether an identity exists: an unknown identity and one the token does not match
 // give the same UNAUTHENTICATED answer. The exception is an AWS or service-principal identity, which this
 // server cannot verify tokens for at all: that is said plainly (FAILED_PRECONDITION).
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { decodeJwt } from "jose";
 import { SecurityTokenService, type ExchangeRequest } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
-import { bearerToken, mintToken } from "../kernel/auth/index.js";
+import { bearerToken, identityAmbiguous, mintToken, soleCandidate } from "../kernel/auth/index.js";
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
 import { failedPrecondition, invalidArgument, unauthenticated, unimplemented, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
+import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 
@@ -57,56 +62,28 @@ function refusal(err: unknown, identity: string): Error {
       return unauthenticated(
         identity
           ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
-          : "The presented token does not name exactly one identity by its issuer and subject",
+          : "The presented token does not assume any identity by its exact issuer and subject",
         "TOKEN_NOT_ACCEPTED",
       );
   }
 }
 
 export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityTokenService> {
+  // Refused exchanges (UNAUTHENTICATED) are counted per caller; a caller over its budget is refused with
+  // RESOURCE_EXHAUSTED before its token is looked at (kernel/rate-limit.ts).
+  const failures = createFailureLimiter({ what: "failed token exchanges", ...(deps.rateLimits?.exchangeFailures ?? DEFAULT_RATE_LIMITS.exchangeFailures) });
+
   return {
     async exchange(req: ExchangeRequest, ctx: HandlerContext) {
       const token = bearerToken(ctx.requestHeader);
-      if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
-      validate(req, deps.issuerUrl);
-      const verifier = deps.external;
-      if (!canAssume(verifier)) {
-        throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
-      }
-
-      let found: ExternalAssumption;
+      const caller = callerOf(ctx, token);
+      failures.check(caller);
       try {
-        if (req.identity !== "") {
-          found = await verifier.assume(token, req.identity);
-        } else {
-          let iss: unknown;
-          try {
-            iss = decodeJwt(token).iss;
-          } catch (err) {
-            throw new ExternalTokenError("TOKEN_INVALID", "not a JWT", { cause: err });
-          }
-          if (typeof iss !== "string" || iss === "") throw new ExternalTokenError("TOKEN_INVALID", "no issuer");
-          found = await verifier.verify(token, iss);
-        }
+        return await exchange(req, token);
       } catch (err) {
-        throw refusal(err, req.identity);
+        if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(caller);
+        throw err;
       }
-
-      const now = Math.floor(Date.now() / 1000);
-      const notAfter = Math.min(found.expiresAt, found.identityExpiresAt ?? Infinity);
-      // A token within the clock tolerance of its expiry verifies, but leaves nothing to mint.
-      if (notAfter <= now) throw unauthenticated("Invalid bearer token: expired", "TOKEN_EXPIRED");
-      const audience = req.aud.length > 0 ? [...new Set(req.aud)] : deps.issuerUrl;
-      const minted = await mintToken(deps.keys, {
-        issuer: deps.issuerUrl,
-        subject: found.identityUid,
-        audience,
-        ttlSeconds: EXCHANGE_MAX_TTL_SECONDS,
-        upstream: { issuer: found.issuer, subject: found.subject },
-        notAfter,
-      });
-      log.info("token exchanged", { identity: found.identityUid, upstreamIssuer: found.issuer, expiry: minted.expiry.toISOString() });
-      return { token: minted.token, refreshToken: "", expiry: timestampFromDate(minted.expiry) };
     },
 
     exchangeRefreshToken() {
@@ -115,6 +92,52 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
       );
     },
   };
+
+  async function exchange(req: ExchangeRequest, token: string | undefined) {
+    if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
+    validate(req, deps.issuerUrl);
+    const verifier = deps.external;
+    if (!canAssume(verifier)) {
+      throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
+    }
+
+    let found: ExternalAssumption;
+    try {
+      if (req.identity !== "") {
+        found = await verifier.assume(token, req.identity);
+      } else {
+        let iss: unknown;
+        try {
+          iss = decodeJwt(token).iss;
+        } catch (err) {
+          throw new ExternalTokenError("TOKEN_INVALID", "not a JWT", { cause: err });
+        }
+        if (typeof iss !== "string" || iss === "") throw new ExternalTokenError("TOKEN_INVALID", "no issuer");
+        const candidates = await verifier.verify(token, iss);
+        const sole = soleCandidate(candidates, (c) => c.homeGroup === undefined);
+        if (!sole) throw identityAmbiguous(candidates.map((c) => c.identityUid), "exchange again naming it in `identity`");
+        found = sole;
+      }
+    } catch (err) {
+      throw refusal(err, req.identity);
+    }
+
+    const now = Math.floor(Date.now() / 1000);
+    const notAfter = Math.min(found.expiresAt, found.identityExpiresAt ?? Infinity);
+    // A token within the clock tolerance of its expiry verifies, but leaves nothing to mint.
+    if (notAfter <= now) throw unauthenticated("Invalid bearer token: expired", "TOKEN_EXPIRED");
+    const audience = req.aud.length > 0 ? [...new Set(req.aud)] : deps.issuerUrl;
+    const minted = await mintToken(deps.keys, {
+      issuer: deps.issuerUrl,
+      subject: found.identityUid,
+      audience,
+      ttlSeconds: EXCHANGE_MAX_TTL_SECONDS,
+      upstream: { issuer: found.issuer, subject: found.subject },
+      notAfter,
+    });
+    log.info("token exchanged", { identity: found.identityUid, upstreamIssuer: found.issuer, expiry: minted.expiry.toISOString() });
+    return { token: minted.token, refreshToken: "", expiry: timestampFromDate(minted.expiry) };
+  }
 }
 
 export function stsServiceBindings(deps: DomainDeps): ServiceBinding[] {

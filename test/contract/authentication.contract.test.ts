@@ -9,6 +9,7 @@ import { base64url, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { PreconditionFailureSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { MAX_TOKEN_BYTES, mintToken } from "../../src/kernel/auth/index.js";
@@ -16,20 +17,24 @@ import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startFakeIssuer, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 let server: TestServer;
 let world: World;
 let idp: FakeIssuer; // referenced by the identity below
 let stranger: FakeIssuer; // referenced by no identity
 let external: { uid: string; subject: string };
+// Cross-tenant: another organization (B) gave an identity to the same issuer and subject as one of the
+// world's organization's: the token keeps working in the world's organization, and acts as B's in B.
+let orgB: World;
+let shared: { subject: string; home: string; foreign: string };
 const t: Record<string, string> = {};
 
 beforeAll(async () => {
   server = await startTestServer();
   world = await seedWorld(server);
-  idp = await startFakeIssuer();
-  stranger = await startFakeIssuer();
+  idp = await startFakeIssuer({ audience: server.baseUrl });
+  stranger = await startFakeIssuer({ audience: server.baseUrl });
 
   // An identity assumed by the fake issuer's tokens (exact issuer and subject), viewer on the organization.
   external = { uid: newChildUid(world.org), subject: `repo:acme/app:ref:refs/heads/main` };
@@ -45,6 +50,22 @@ beforeAll(async () => {
   await server.database.db
     .insert(roleBindings)
     .values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: external.uid, roleUid: managedRole("viewer").uid });
+
+  orgB = await seedWorld(server, "globex");
+  shared = { subject: "repo:acme/shared:ref:refs/heads/main", home: newChildUid(world.org), foreign: newChildUid(orgB.org) };
+  for (const [uid, org] of [[shared.home, world.org], [shared.foreign, orgB.org]] as const) {
+    await server.database.db.insert(identities).values({
+      uid,
+      parentUid: org,
+      name: "shared",
+      relationship: { claimMatch: { issuer: idp.url, subject: shared.subject } },
+      relationshipType: RelationshipType.CLAIM_MATCH,
+      issuer: idp.url,
+      subject: shared.subject,
+    });
+    await server.database.db.insert(roleBindings).values({ uid: newChildUid(org), groupUid: org, identityUid: uid, roleUid: managedRole("viewer").uid });
+  }
+  t.shared = await idp.mint({ sub: shared.subject });
 
   const now = Math.floor(Date.now() / 1000);
   const { privateKey: strayKey } = await generateKeyPair("ES256");
@@ -63,6 +84,9 @@ beforeAll(async () => {
   t.externalUnpublishedKey = await idp.mint({ sub: external.subject }, { unpublishedKey: true });
   t.externalRs256 = await idp.mint({ sub: external.subject }, { alg: "RS256" });
   t.externalEs256 = await idp.mint({ sub: external.subject }, { alg: "ES256" });
+  // The identity names no audience: the token must be meant for this server (RFC 8725 3.9).
+  t.externalOtherAudience = await idp.mint({ sub: external.subject, aud: "https://other-app.example" });
+  t.externalNoAudience = await idp.mint({ sub: external.subject, aud: undefined });
   // Signed with the server's real key, but for another audience.
   t.wrongAudience = (
     await mintToken(server.keys, { issuer: server.baseUrl, subject: world.identity.owner, audience: "https://elsewhere.example", ttlSeconds: 600 })
@@ -129,6 +153,14 @@ runContractCases("Authentication refused", () => server.baseUrl, [
     headers: bearer("unmatchedSubject"),
     error: refused(),
   }),
+  contractCase({
+    name: "an external token meant for another application (audience)",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: bearer("externalOtherAudience"),
+    error: refused(),
+  }),
+  contractCase({ name: "an external token with no audience", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("externalNoAudience"), error: refused() }),
   contractCase({ name: "an expired external token", method: GroupsService.method.getGroup, request: getOrg, headers: bearer("externalExpired"), error: refused("TOKEN_EXPIRED") }),
   contractCase({
     name: "an external token signed by a key its issuer does not publish",
@@ -161,6 +193,29 @@ describe.each(protocols)("Authentication accepted [%s]", (protocol: Protocol) =>
   it("this server's own token", () => passes("own"));
   it("an external RS256 token from an issuer matching an identity's claimMatch exactly", () => passes("externalRs256"));
   it("an external ES256 token from the same issuer", () => passes("externalEs256"));
+});
+
+describe.each(protocols)("Authentication with a token two organizations gave an identity to [%s]", (protocol: Protocol) => {
+  it("acts in each organization as that organization's identity", async () => {
+    for (const org of [world.org, orgB.org]) {
+      const out = await call(protocol, server.baseUrl, GroupsService.method.getGroup, { uid: org }, bearer("shared")());
+      expect(out.error, out.error?.message).toBeUndefined();
+      expect(out.message!.uid).toBe(org);
+    }
+  });
+
+  it("lists what either identity may list", async () => {
+    const out = await call(protocol, server.baseUrl, GroupsService.method.listGroups, {}, bearer("shared")());
+    expect(out.error, out.error?.message).toBeUndefined();
+    expect(out.message!.groups.map((g) => g.uid)).toEqual(expect.arrayContaining([world.org, orgB.org]));
+  });
+
+  it("asks which identity for a call that names no scope, listing the identities the token may act as", async () => {
+    const out = await call(protocol, server.baseUrl, GroupsService.method.lookupGroup, {}, bearer("shared")());
+    assertError(protocol, out.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS" });
+    const subjects = detail(out.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
+    expect(subjects.sort()).toEqual([shared.home, shared.foreign].sort());
+  });
 });
 
 describe("Authentication: what the listener and the verifier never do", () => {

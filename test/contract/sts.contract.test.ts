@@ -11,15 +11,15 @@ import { decodeJwt, decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitySchema, RelationshipType, ServicePrincipal, type Identity } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import { BadRequestSchema, PreconditionFailureSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, PreconditionFailureSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
-import { newChildUid } from "../../src/kernel/uidp.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startFakeIssuer, staticKeyPair, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 const exchange = SecurityTokenService.method.exchange;
 const STATIC_ISSUER = "https://static.example"; // never fetched: its keys are on the identity
@@ -31,6 +31,23 @@ let idp: FakeIssuer;
 const id: Record<"exact" | "pattern" | "static" | "aws" | "sp", string> = { exact: "", pattern: "", static: "", aws: "", sp: "" };
 const t: Record<string, string> = {};
 let staticExpiry: Date;
+// Cross-tenant: a subject to which the world's organization and another one (B) each gave an identity, and
+// a person (a root-level identity, as bootstrap makes) to whom B also gave one.
+const SHARED_SUBJECT = "repo:acme/shared:ref:refs/heads/main";
+const PERSON_SUBJECT = "person-110169484474386276334";
+const shared = { home: "", foreign: "", person: "", personInB: "" };
+
+/** An identity with an exact issuer and subject under `parent` (none: root-level), viewer on `bindOn`. */
+async function insertExact(parent: string | null, bindOn: string, subject: string) {
+  const uid = parent ? newChildUid(parent) : newRootUid();
+  const relationship = rel("claimMatch", { iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: subject } });
+  const json = toJson(IdentitySchema, create(IdentitySchema, { relationship })) as Record<string, unknown>;
+  await server.database.db
+    .insert(identities)
+    .values({ uid, parentUid: parent, name: "shared", relationship: json, relationshipType: RelationshipType.CLAIM_MATCH, issuer: idp.url, subject });
+  await server.database.db.insert(roleBindings).values({ uid: newChildUid(bindOn), groupUid: bindOn, identityUid: uid, roleUid: managedRole("viewer").uid });
+  return uid;
+}
 
 async function insertIdentity(relationship: Identity["relationship"], type: RelationshipType, cols: { issuer?: string; subject?: string } = {}) {
   const uid = newChildUid(world.org);
@@ -47,7 +64,7 @@ const rel = <C extends NonNullable<Identity["relationship"]["case"]>>(c: C, valu
 beforeAll(async () => {
   server = await startTestServer();
   world = await seedWorld(server);
-  idp = await startFakeIssuer();
+  idp = await startFakeIssuer({ audience: server.baseUrl });
   const keys = await staticKeyPair("ES256");
   staticExpiry = new Date(Date.now() + 20 * 60_000);
 
@@ -73,12 +90,21 @@ beforeAll(async () => {
   id.aws = await insertIdentity(rel("awsIdentity", { awsAccount: "123456789012", awsArn: { case: "arn", value: "arn:aws:iam::123456789012:role/ci" } }), RelationshipType.AWS_IDENTITY);
   id.sp = await insertIdentity({ case: "servicePrincipal", value: ServicePrincipal.INGESTER }, RelationshipType.SERVICE_PRINCIPAL);
 
+  const orgB = (await seedWorld(server, "globex")).org;
+  shared.home = await insertExact(world.org, world.org, SHARED_SUBJECT);
+  shared.foreign = await insertExact(orgB, orgB, SHARED_SUBJECT);
+  shared.person = await insertExact(null, world.org, PERSON_SUBJECT);
+  shared.personInB = await insertExact(orgB, orgB, PERSON_SUBJECT);
+  t.shared = await idp.mint({ sub: SHARED_SUBJECT });
+  t.person = await idp.mint({ sub: PERSON_SUBJECT });
+
   const patternClaims = { aud: "sts-test", repository_owner: "acme", ref: "refs/heads/main" };
   t.exact = await idp.mint({ sub: EXACT_SUBJECT });
   t.exactEs256 = await idp.mint({ sub: EXACT_SUBJECT }, { alg: "ES256" });
   t.exactLong = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: 3 * 3600 });
   t.exactShort = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: 300 });
   t.exactExpired = await idp.mint({ sub: EXACT_SUBJECT }, { ttlSeconds: -600 });
+  t.exactOtherAudience = await idp.mint({ sub: EXACT_SUBJECT, aud: "https://other-app.example" });
   t.otherSubject = await idp.mint({ sub: "repo:acme/other:ref:refs/heads/main" });
   t.pattern = await idp.mint({ sub: "repo:acme/app", ...patternClaims });
   t.patternPrefix = await idp.mint({ sub: "xrepo:acme/app", ...patternClaims });
@@ -175,11 +201,109 @@ describe.each(protocols)("Exchange [%s]", (protocol) => {
   });
 });
 
+describe.each(protocols)("Exchange of a token several organizations gave an identity to [%s]", (protocol) => {
+  it("assumes whichever of them the caller names", async () => {
+    for (const identity of [shared.home, shared.foreign]) {
+      const { claims } = await exchangeOk(protocol, t.shared!, { identity });
+      expect(claims.sub).toBe(identity);
+    }
+  });
+
+  it("with no identity named, answers which identities the token may assume", async () => {
+    const out = await call(protocol, server.baseUrl, exchange, {}, bearer("shared")());
+    assertError(protocol, out.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS", domain: "oidc.platform.test" });
+    const subjects = detail(out.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
+    expect(subjects.sort()).toEqual([shared.home, shared.foreign].sort());
+  });
+
+  it("with no identity named, assumes a person's own (root-level) identity, which no organization can create", async () => {
+    expect((await exchangeOk(protocol, t.person!, {})).claims.sub).toBe(shared.person);
+    expect((await exchangeOk(protocol, t.person!, { identity: shared.personInB })).claims.sub).toBe(shared.personInB);
+  });
+});
+
+describe("Exchange: repeated failures from one caller are rate-limited", () => {
+  const few = { burst: 3, perMinute: 1 };
+  const many = { burst: 1000, perMinute: 1000 };
+  // Budgets are per server: one server limits by subject (every protocol with a subject of its own), and
+  // one per protocol tested limits by address (all of a test's requests come from 127.0.0.1).
+  let bySubject: TestServer;
+  const servers: TestServer[] = [];
+  beforeAll(async () => {
+    bySubject = await startTestServer({ rateLimits: { exchangeFailures: { bySubject: few, byAddress: many } } });
+    servers.push(bySubject);
+  });
+  afterAll(async () => {
+    for (const s of servers) await s.close();
+  });
+  const exchangeWith = (protocol: Protocol, on: TestServer, token: string, headers: Record<string, string> = {}) =>
+    call(protocol, on.baseUrl, exchange, {}, { ...headers, authorization: `Bearer ${token}` });
+  const exhausted = (protocol: Protocol, out: Awaited<ReturnType<typeof exchangeWith>>) => {
+    assertError(protocol, out.error!, { code: Code.ResourceExhausted, reason: "TOO_MANY_FAILURES" });
+    const delay = detail(out.error!, RetryInfoSchema)?.retryDelay;
+    expect(Number(delay?.seconds ?? 0) * 1e9 + (delay?.nanos ?? 0)).toBeGreaterThan(0);
+  };
+
+  it.each(protocols)("by the token's issuer and subject [%s]", async (protocol) => {
+    const unknown = await idp.mint({ sub: `nobody-${protocol}` });
+    for (let i = 0; i < 3; i++) assertError(protocol, (await exchangeWith(protocol, bySubject, unknown)).error!, { code: Code.Unauthenticated });
+    exhausted(protocol, await exchangeWith(protocol, bySubject, unknown));
+    // Another token of the same subject is the same caller; another subject from the same address is not.
+    exhausted(protocol, await exchangeWith(protocol, bySubject, await idp.mint({ sub: `nobody-${protocol}`, jti: "2" })));
+    assertError(protocol, (await exchangeWith(protocol, bySubject, await idp.mint({ sub: `somebody-else-${protocol}` }))).error!, { code: Code.Unauthenticated });
+  });
+
+  it("does not count successful exchanges", async () => {
+    const subject = "repo:acme/busy:ref:refs/heads/main";
+    const org = (await seedWorld(bySubject, "busy")).org;
+    await bySubject.database.db.insert(identities).values({
+      uid: newChildUid(org),
+      parentUid: org,
+      name: "busy",
+      relationship: { claimMatch: { issuer: idp.url, subject } },
+      relationshipType: RelationshipType.CLAIM_MATCH,
+      issuer: idp.url,
+      subject,
+    });
+    const token = await idp.mint({ sub: subject, aud: bySubject.baseUrl });
+    for (let i = 0; i < 6; i++) {
+      const out = await exchangeWith("connect-json", bySubject, token);
+      expect(out.error, out.error?.message).toBeUndefined();
+    }
+  });
+
+  // gRPC goes through the server's own router, REST through the gateway: both record the address.
+  it.each(["grpc", "rest"] as const)("by the connection's address, whatever headers say, for tokens that do not decode [%s]", async (protocol) => {
+    const limited = await startTestServer({ rateLimits: { exchangeFailures: { bySubject: many, byAddress: few } } });
+    servers.push(limited);
+    for (let i = 0; i < 3; i++) {
+      const out = await exchangeWith(protocol, limited, `garbage-${i}`, { "x-forwarded-for": `192.0.2.${i}`, forwarded: `for=192.0.2.${i}` });
+      assertError(protocol, out.error!, { code: Code.Unauthenticated, reason: "TOKEN_INVALID" });
+    }
+    exhausted(protocol, await exchangeWith(protocol, limited, "garbage-3", { "x-forwarded-for": "192.0.2.99" }));
+    exhausted(protocol, await exchangeWith(protocol, limited, await idp.mint({ sub: "fresh-subject" })));
+  });
+});
+
 runContractCases("Exchange refused", () => server.baseUrl, [
   contractCase({ name: "no token", method: exchange, request: assume("exact"), error: { code: Code.Unauthenticated, reason: "TOKEN_MISSING" } }),
   contractCase({ name: "garbage token", method: exchange, request: assume("exact"), headers: { authorization: "Bearer garbage" }, error: { code: Code.Unauthenticated, reason: "TOKEN_INVALID" } }),
   contractCase({ name: "expired token", method: exchange, request: assume("exact"), headers: bearer("exactExpired"), error: { code: Code.Unauthenticated, reason: "TOKEN_EXPIRED" } }),
   contractCase({ name: "a token for another identity (wrong subject)", method: exchange, request: assume("exact"), headers: bearer("otherSubject"), error: notAccepted }),
+  contractCase({
+    name: "a token meant for another application (the identity names no audience)",
+    method: exchange,
+    request: assume("exact"),
+    headers: bearer("exactOtherAudience"),
+    error: notAccepted,
+  }),
+  contractCase({
+    name: "a token meant for another application, no identity named",
+    method: exchange,
+    request: {},
+    headers: bearer("exactOtherAudience"),
+    error: notAccepted,
+  }),
   contractCase({ name: "a token that satisfies another identity", method: exchange, request: assume("pattern"), headers: bearer("exact"), error: notAccepted }),
   contractCase({ name: "subject pattern is anchored (xrepo:acme/... against repo:acme/.*)", method: exchange, request: assume("pattern"), headers: bearer("patternPrefix"), error: notAccepted }),
   contractCase({ name: "audience does not match", method: exchange, request: assume("pattern"), headers: bearer("patternWrongAud"), error: notAccepted }),

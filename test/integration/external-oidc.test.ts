@@ -16,12 +16,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { IdentitySchema, RelationshipType, ServicePrincipal, type Identity } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { openPglite } from "../../src/db/client.js";
-import { identities, signingKeys } from "../../src/db/schema/index.js";
+import { groups, identities, signingKeys } from "../../src/db/schema/index.js";
 import { createIdentityDirectory } from "../../src/iam/directory.js";
-import { createAuthenticator, createKeyStore, mintToken, type IdentityDirectory, type KeyStore } from "../../src/kernel/auth/index.js";
+import { createAuthenticator, createKeyStore, mintToken, type Authenticated, type IdentityDirectory, type KeyStore } from "../../src/kernel/auth/index.js";
 import { createExternalVerifier, ExternalTokenError, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
 import { setLogLevel } from "../../src/kernel/log.js";
-import { newRootUid } from "../../src/kernel/uidp.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { call } from "../contract/harness.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
 import { startFakeIssuer, staticKeyPair, type FakeIssuer } from "../support/fake-issuer.js";
@@ -32,14 +32,16 @@ let idp: FakeIssuer;
 let stranger: FakeIssuer; // an issuer no identity references
 let keys: KeyStore;
 let directory: IdentityDirectory;
+/** The audience the verifiers here accept from identities that name none (the operator's list). */
+const AUDIENCE = "https://platform.example";
 
 beforeAll(async () => {
   setLogLevel("silent");
   database = await openTestDatabase();
   keys = await createKeyStore(database.db);
   directory = createIdentityDirectory(database.db);
-  idp = await startFakeIssuer();
-  stranger = await startFakeIssuer({ path: "/tenant" });
+  idp = await startFakeIssuer({ audience: AUDIENCE });
+  stranger = await startFakeIssuer({ path: "/tenant", audience: AUDIENCE });
 });
 afterAll(async () => {
   await idp?.close();
@@ -51,9 +53,17 @@ afterEach(() => {
   stranger.reset();
 });
 
-/** Inserts an identity with the relationship as CreateIdentity stores it (JSON + exact issuer/subject columns). */
-async function insertIdentity(relationship: Identity["relationship"]): Promise<string> {
-  const uid = newRootUid();
+/**
+ * Inserts an identity with the relationship as CreateIdentity stores it (JSON + exact issuer/subject
+ * columns): root-level, or under a new organization of that name.
+ */
+async function insertIdentity(relationship: Identity["relationship"], organization?: string): Promise<string> {
+  let parentUid: string | null = null;
+  if (organization) {
+    parentUid = newRootUid();
+    await database.db.insert(groups).values({ uid: parentUid, parentUid: null, name: organization });
+  }
+  const uid = parentUid ? newChildUid(parentUid) : newRootUid();
   const json = toJson(IdentitySchema, create(IdentitySchema, { relationship })) as Record<string, unknown>;
   let issuer: string | null = null;
   let subject: string | null = null;
@@ -70,7 +80,7 @@ async function insertIdentity(relationship: Identity["relationship"]): Promise<s
     awsIdentity: RelationshipType.AWS_IDENTITY,
     servicePrincipal: RelationshipType.SERVICE_PRINCIPAL,
   }[relationship.case!];
-  await database.db.insert(identities).values({ uid, parentUid: null, name: "test", relationship: json, relationshipType: type, issuer, subject });
+  await database.db.insert(identities).values({ uid, parentUid, name: "test", relationship: json, relationshipType: type, issuer, subject });
   return uid;
 }
 
@@ -81,7 +91,7 @@ let subjectCounter = 0;
 const freshSubject = () => `subject-${Date.now()}-${++subjectCounter}`;
 
 function verifier(over: Partial<ExternalVerifierOptions> = {}) {
-  return createExternalVerifier({ directory, allowInsecureLoopback: true, jwksCooldownMs: 0, ...over });
+  return createExternalVerifier({ directory, allowInsecureLoopback: true, jwksCooldownMs: 0, audiences: [AUDIENCE], ...over });
 }
 
 async function failure(p: Promise<unknown>): Promise<ExternalTokenError> {
@@ -103,7 +113,8 @@ describe("direct use: exact issuer and subject", () => {
     const v = verifier();
     const before = { ...idp.requests };
     for (const alg of ["RS256", "ES256", "RS256"] as const) {
-      const found = await v.verify(await idp.mint({ sub }, { alg }), idp.url);
+      const [found, ...more] = await v.verify(await idp.mint({ sub }, { alg }), idp.url);
+      expect(more).toEqual([]);
       expect(found).toMatchObject({ identityUid: uid, issuer: idp.url, subject: sub });
     }
     expect(idp.requests.discovery - before.discovery).toBe(1);
@@ -124,11 +135,20 @@ describe("direct use: exact issuer and subject", () => {
     expect(idp.requests).toEqual(before);
   });
 
-  it("refuses an ambiguous token (two identities with the same issuer and subject)", async () => {
+  it("verifies a token against every identity with its issuer and subject: root-level first, then oldest", async () => {
+    // Organizations cannot stop each other's identities from working by creating one with the same issuer
+    // and subject: the token assumes each identity whose relationship it satisfies.
     const sub = freshSubject();
-    await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
-    await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
-    expect((await failure(verifier().verify(await idp.mint({ sub }), idp.url))).code).toBe("NOT_ACCEPTED");
+    const exact = { iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } };
+    const older = await insertIdentity(claimMatch(exact), "acme");
+    const newer = await insertIdentity(claimMatch(exact), "globex");
+    const person = await insertIdentity(claimMatch(exact));
+    const picky = await insertIdentity(claimMatch({ ...exact, claims: { repository: "acme/app" } }), "initech");
+    const found = await verifier().verify(await idp.mint({ sub }), idp.url);
+    expect(found.map((f) => f.identityUid)).toEqual([person, older, newer]);
+    expect(found.map((f) => f.homeGroup)).toEqual([undefined, expect.any(String), expect.any(String)]);
+    const all = await verifier().verify(await idp.mint({ sub, repository: "acme/app" }), idp.url);
+    expect(all.map((f) => f.identityUid)).toEqual([person, older, newer, picky]);
   });
 
   it("checks the identity's audience and claims", async () => {
@@ -332,10 +352,51 @@ describe("assume (token exchange): the named identity's relationship", () => {
     const user = newRootUid();
     const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: issuer }, sub: { case: "subject", value: user } }));
     const seen: string[] = [];
-    const v = verifier({ self: { issuer, keys }, fetch: (i) => (seen.push(String(i)), Promise.reject(new Error("no"))) });
+    const v = verifier({ self: { issuer, keys }, audiences: [issuer], fetch: (i) => (seen.push(String(i)), Promise.reject(new Error("no"))) });
     const { token } = await mintToken(keys, { issuer, subject: user, audience: issuer, ttlSeconds: 60 });
     expect(await v.assume(token, uid)).toMatchObject({ identityUid: uid, issuer, subject: user });
     expect(seen).toEqual([]);
+  });
+});
+
+describe("audience: an identity that names none takes the operator's list (RFC 8725 3.9)", () => {
+  const other = "https://other-app.example";
+
+  it("refuses a token for another application, or for none, directly and by exchange", async () => {
+    const sub = freshSubject();
+    const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
+    const v = verifier({ audiences: [AUDIENCE, "https://second.example"] });
+    for (const aud of [other, [other, "x"], undefined]) {
+      const token = await idp.mint({ sub, aud });
+      expect((await failure(v.verify(token, idp.url))).code, JSON.stringify(aud)).toBe("NOT_ACCEPTED");
+      expect((await failure(v.assume(token, uid))).code, JSON.stringify(aud)).toBe("NOT_ACCEPTED");
+    }
+    for (const aud of [AUDIENCE, [other, "https://second.example"]]) {
+      const token = await idp.mint({ sub, aud });
+      expect((await v.verify(token, idp.url)).map((f) => f.identityUid)).toEqual([uid]);
+      expect((await v.assume(token, uid)).identityUid).toBe(uid);
+    }
+  });
+
+  it("holds an identity that names its own audience to that one alone", async () => {
+    const sub = freshSubject();
+    const uid = await insertIdentity(
+      claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub }, aud: { case: "audience", value: other } }),
+    );
+    const v = verifier();
+    expect((await v.assume(await idp.mint({ sub, aud: other }), uid)).identityUid).toBe(uid);
+    expect((await failure(v.assume(await idp.mint({ sub, aud: AUDIENCE }), uid))).code).toBe("NOT_ACCEPTED");
+  });
+
+  it("applies to StaticKeys identities with no audiences of their own", async () => {
+    const pair = await staticKeyPair("ES256");
+    const issuer = "https://static-aud.example";
+    const subject = freshSubject();
+    const uid = await insertIdentity({ case: "staticKeys", value: create(IdentitySchema, { relationship: { case: "staticKeys", value: { issuer, subject, issuerKeys: pair.issuerKeys } } }).relationship.value as never });
+    const v = verifier();
+    expect((await failure(v.verify(await pair.sign({ iss: issuer, sub: subject, aud: other }), issuer))).code).toBe("NOT_ACCEPTED");
+    expect((await failure(v.assume(await pair.sign({ iss: issuer, sub: subject }), uid))).code).toBe("NOT_ACCEPTED");
+    expect((await v.assume(await pair.sign({ iss: issuer, sub: subject, aud: AUDIENCE }), uid)).identityUid).toBe(uid);
   });
 });
 
@@ -349,9 +410,9 @@ describe("StaticKeys identities", () => {
     const uid = await insertIdentity(staticKeys({ audiences: ["platform"], expirationTime: timestampFromDate(new Date(Date.now() + 7200_000)) }));
     const seen: string[] = [];
     const v = verifier({ fetch: (i) => (seen.push(String(i)), Promise.reject(new Error("no"))) });
-    const found = await v.verify(await pair.sign({ iss: issuer, sub: subject, aud: "platform" }), issuer);
+    const [found] = await v.verify(await pair.sign({ iss: issuer, sub: subject, aud: "platform" }), issuer);
     expect(found).toMatchObject({ identityUid: uid, issuer, subject });
-    expect(found.identityExpiresAt).toBeGreaterThan(Date.now() / 1000);
+    expect(found!.identityExpiresAt).toBeGreaterThan(Date.now() / 1000);
     expect((await v.assume(await pair.sign({ iss: issuer, sub: subject, aud: ["x", "platform"] }), uid)).identityUid).toBe(uid);
     expect((await failure(v.assume(await pair.sign({ iss: issuer, sub: subject, aud: "other" }), uid))).code).toBe("NOT_ACCEPTED");
     expect((await failure(v.assume(await pair.sign({ iss: issuer, sub: "other", aud: "platform" }), uid))).code).toBe("NOT_ACCEPTED");
@@ -373,7 +434,7 @@ describe("authenticator with the external verifier", () => {
     const uid = await insertIdentity(claimMatch({ iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: sub } }));
     const broken: typeof fetch = () => Promise.reject(new TypeError("boom"));
     const mk = (v: ReturnType<typeof verifier>) => createAuthenticator({ directory, keys, issuer: "https://self.invalid", audience: "https://self.invalid", external: v });
-    const { principal } = await mk(verifier()).authenticate(await idp.mint({ sub }));
+    const [{ principal }] = (await mk(verifier()).authenticate(await idp.mint({ sub }))) as [Authenticated];
     expect(principal).toMatchObject({ identityUid: uid, issuer: idp.url, subject: sub, homeGroup: undefined });
     const refusals: Array<[string, () => Promise<unknown>]> = [
       ["unknown subject", async () => mk(verifier()).authenticate(await idp.mint({ sub: "nobody" }))],

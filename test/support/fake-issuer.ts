@@ -69,9 +69,13 @@ async function newKey(alg: FakeAlg): Promise<SigningKey> {
   return { alg, kid, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid, alg, use: "sig" } };
 }
 
-/** Starts a fake issuer. `path` is appended to the base URL to form the issuer identifier (e.g. "/tenant"). */
-export async function startFakeIssuer(opts: { path?: string } = {}): Promise<FakeIssuer> {
+/**
+ * Starts a fake issuer. `path` is appended to the base URL to form the issuer identifier (e.g. "/tenant");
+ * `audience` is the `aud` of the tokens it mints unless their claims name one (`aud: undefined`: none).
+ */
+export async function startFakeIssuer(opts: { path?: string; audience?: string } = {}): Promise<FakeIssuer> {
   const path = opts.path ?? "";
+  const audience = opts.audience !== undefined ? { aud: opts.audience } : {};
   const current: Record<FakeAlg, SigningKey> = { RS256: await newKey("RS256"), ES256: await newKey("ES256") };
   let retired: SigningKey[] = [];
   const requests = { discovery: 0, jwks: 0 };
@@ -127,7 +131,7 @@ export async function startFakeIssuer(opts: { path?: string } = {}): Promise<Fak
       const kid = o.kid ?? (o.unpublishedKey ? current[alg].kid : key.kid);
       const now = Math.floor(Date.now() / 1000);
       const ttl = o.ttlSeconds ?? 600;
-      const payload: JWTPayload = { iss: url, iat: ttl < 0 ? now + ttl - 60 : now, exp: now + ttl, ...claims };
+      const payload: JWTPayload = { iss: url, iat: ttl < 0 ? now + ttl - 60 : now, exp: now + ttl, ...audience, ...claims };
       for (const name of ["iss", "iat", "exp"] as const) {
         if (!(name in o)) continue;
         if (o[name] === undefined) delete payload[name];

@@ -20,13 +20,15 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external">> & {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
    */
   externalOptions?: Partial<Omit<ExternalVerifierOptions, "directory" | "self">>;
 };
+
+const UNLIMITED = { burst: 1_000_000, perMinute: 1_000_000 };
 
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
@@ -44,7 +46,9 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const external =
     appOpts.external ??
     createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, directory, self: { issuer: baseUrl, keys } });
-  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external });
+  // Contract tables send many refused exchanges from one address: generous budgets unless a test sets its own.
+  const rateLimits = appOpts.rateLimits ?? { exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED } };
+  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external, rateLimits });
   late.app = app;
   return {
     baseUrl,

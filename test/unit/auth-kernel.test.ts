@@ -3,7 +3,19 @@ import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { createContextValues, createHandlerContext } from "@connectrpc/connect";
-import { accessKey, bearerToken, effectiveScope, listScopesOf, outermost, ruleCapabilitiesKey, ruleOf, type Access } from "../../src/kernel/auth/index.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  accessKey,
+  bearerToken,
+  createCandidateAccess,
+  effectiveScope,
+  listScopesOf,
+  outermost,
+  ruleCapabilitiesKey,
+  ruleOf,
+  type Access,
+  type Authenticated,
+} from "../../src/kernel/auth/index.js";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 
 describe("effectiveScope: a binding's reach for an identity confined to its home group", () => {
@@ -78,5 +90,54 @@ describe("listScopesOf: the scopes an unscoped List shows, by the capabilities i
     const { ctx, asked } = contextFor(GroupsService.method.lookupGroup, undefined);
     expect(() => listScopesOf(ctx)).toThrow(/names no capability/);
     expect(asked).toEqual([]);
+  });
+});
+
+describe("createCandidateAccess: a token several identities share acts as one of them on each call", () => {
+  const { CAP_IAM_GROUPS_LIST: LIST, CAP_IAM_GROUPS_UPDATE: UPDATE, CAP_IAM_ROLE_BINDINGS_CREATE: BIND } = Capability;
+  const candidate = (identityUid: string, homeGroup: string | undefined, bindings: Array<[string, Capability[]]>): Authenticated => ({
+    principal: { identityUid, homeGroup, issuer: "https://idp.test", subject: "s" },
+    bindings: bindings.map(([groupUid, capabilities]) => ({ groupUid, capabilities })),
+  });
+  // "acme/x" is an identity organization acme gave the token, "globex/y" one that globex gave it.
+  const acme = () => candidate("acme/x", "acme", [["acme", [LIST, UPDATE]]]);
+  const globex = () => candidate("globex/y", "globex", [["globex", [LIST]], ["acme", [BIND]]]);
+  const ambiguous = (f: () => unknown) => {
+    const err = (() => {
+      try {
+        f();
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as ConnectError).code).toBe(Code.FailedPrecondition);
+    return (err as ConnectError).message;
+  };
+
+  it("acts as the first identity whose grants cover the scope, and keeps it for the call", async () => {
+    const access = createCandidateAccess([globex(), acme()]);
+    await access.require("acme/team", [UPDATE]);
+    expect(access.principal.identityUid).toBe("acme/x");
+    expect([...(await access.capabilitiesAt("acme"))].sort()).toEqual([LIST, UPDATE].sort());
+    expect(await access.visibleScopes([LIST])).toEqual(["acme"]);
+  });
+
+  it("never combines the grants of two identities", async () => {
+    // Both reach acme: acme/x with UPDATE, a person (root-level, bound in acme) with BIND.
+    const access = createCandidateAccess([acme(), candidate("p", undefined, [["acme", [BIND]]])]);
+    expect(await access.holds("acme", [UPDATE, BIND])).toBe(false);
+    await expect(access.require("acme", [UPDATE, BIND])).rejects.toMatchObject({ code: Code.PermissionDenied });
+  });
+
+  it("lists what any one identity may list, before a scope is chosen", async () => {
+    expect(await createCandidateAccess([acme(), globex()]).visibleScopes([LIST])).toEqual(["acme", "globex"]);
+  });
+
+  it("asks which identity when the call needs the caller but names no scope, unless one is a root-level person", () => {
+    expect(ambiguous(() => createCandidateAccess([acme(), globex()]).principal)).toMatch(/acme\/x.*globex\/y/);
+    const person = candidate("p", undefined, []);
+    expect(createCandidateAccess([person, acme(), globex()]).principal.identityUid).toBe("p");
+    expect(createCandidateAccess([acme()]).principal.identityUid).toBe("acme/x");
   });
 });

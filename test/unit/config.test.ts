@@ -54,7 +54,13 @@ describe("loadConfig", () => {
     [{ ISSUER_URL: "not a url" }, /ISSUER_URL must be an absolute URL/],
     [{ ISSUER_URL: "ftp://x" }, /ISSUER_URL must be http/],
     [{ ALLOW_INSECURE_LOOPBACK_ISSUERS: "yes" }, /must be true or false/],
+    [{ EXTERNAL_AUDIENCES: " , " }, /EXTERNAL_AUDIENCES must name at least one audience/],
   ])("rejects issuer settings %j", (env, message) => {
     expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it("accepts external tokens for this server's own URL unless EXTERNAL_AUDIENCES lists others", () => {
+    expect(loadConfig({ ISSUER_URL: "https://api.example.com/" }).externalAudiences).toEqual(["https://api.example.com"]);
+    expect(loadConfig({ EXTERNAL_AUDIENCES: "https://api.example.com, sts.example ,," }).externalAudiences).toEqual(["https://api.example.com", "sts.example"]);
   });
 });

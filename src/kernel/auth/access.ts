@@ -3,10 +3,16 @@
 // binding on an ancestor counts only from the identity's home group down. The identity and its bindings come
 // from the IdentityDirectory (directory.ts), and are remembered between requests only until a grant changes
 // (grants-cache.ts).
+//
+// A token can act as several identities: an external token whose issuer and subject several organizations
+// gave an identity to (each organization may do so, and none may lock the others out). Each call then acts
+// as ONE of them, never as their union, so no combination of grants ever exceeds what one identity holds
+// (createCandidateAccess).
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
-import { permissionDenied } from "../errors/index.js";
+import { failedPrecondition, permissionDenied } from "../errors/index.js";
 import { isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
+import type { Authenticated } from "./authenticator.js";
 
 /** One role binding of the caller: the group it is on and the capabilities of its role. */
 export interface Binding {
@@ -77,6 +83,83 @@ export function createAccess(principal: Principal, bindings: readonly Binding[])
         capabilities.every((c) => all.some((g) => isWithin(scope, g.scope) && g.capabilities.has(c))),
       );
       return outermost(visible);
+    },
+  };
+}
+
+/**
+ * The identity a token acts as when nothing names one (no scope, no `identity`): the only candidate, or the
+ * only root-level one (a person the operator bootstrapped: no organization can create one, so none can
+ * take this place). Undefined when that leaves a choice to the caller.
+ */
+export function soleCandidate<T>(candidates: readonly T[], isRootLevel: (c: T) => boolean): T | undefined {
+  if (candidates.length === 1) return candidates[0];
+  const roots = candidates.filter(isRootLevel);
+  return roots.length === 1 ? roots[0] : undefined;
+}
+
+/**
+ * FAILED_PRECONDITION naming, one violation each, the identities the token may act as, so the caller
+ * chooses (the token exchange's `identity`).
+ */
+export function identityAmbiguous(identityUids: readonly string[], what: string) {
+  return failedPrecondition(
+    identityUids.map((uid) => ({
+      type: "IDENTITY_AMBIGUOUS",
+      subject: uid,
+      description: `the token may act as identity ${uid}; ${what}`,
+    })),
+    "IDENTITY_AMBIGUOUS",
+  );
+}
+
+/**
+ * The access of a token that acts as the candidates (best first; see IdentityDirectory.withIssuerAndSubject).
+ * With one candidate, that identity's. With several, each call acts as one, chosen by the first check that
+ * names a uid (the scoped rule's scope in the interceptor, or a handler's require, holds, capabilitiesAt):
+ * the first candidate whose grants cover it, kept for the rest of the call. Before any such check:
+ *   visibleScopes   what any one candidate could list (each row listed is one some candidate may read alone)
+ *   principal       soleCandidate's choice; otherwise FAILED_PRECONDITION naming the candidates ("which
+ *                   group is mine", "my metadata" cannot be answered for several identities at once)
+ */
+export function createCandidateAccess(candidates: readonly Authenticated[]): Access {
+  const all = candidates.map((c) => createAccess(c.principal, c.bindings));
+  if (all.length === 1) return all[0]!;
+  let chosen: Access | undefined;
+  const choose = async (test: (a: Access) => Promise<boolean>): Promise<Access | undefined> => {
+    if (chosen) return chosen;
+    for (const a of all) if (await test(a)) return (chosen = a);
+    return undefined;
+  };
+  const holds = async (uid: string, capabilities: readonly Capability[]) => {
+    if (chosen) return chosen.holds(uid, capabilities);
+    return (await choose((a) => a.holds(uid, capabilities))) !== undefined;
+  };
+  return {
+    get principal() {
+      if (chosen) return chosen.principal;
+      const sole = soleCandidate(all, (a) => a.principal.homeGroup === undefined);
+      if (!sole) {
+        throw identityAmbiguous(
+          all.map((a) => a.principal.identityUid),
+          "this call names no group to choose by: exchange the token for the identity to use (Exchange with identity)",
+        );
+      }
+      return (chosen = sole).principal;
+    },
+    async capabilitiesAt(uid) {
+      const a = await choose(async (a) => (await a.capabilitiesAt(uid)).size > 0);
+      return a ? a.capabilitiesAt(uid) : new Set<Capability>();
+    },
+    holds,
+    async require(uid, capabilities) {
+      if (!(await holds(uid, capabilities))) {
+        throw permissionDenied(`Permission denied: the caller lacks the capabilities this method needs on ${JSON.stringify(uid)}`);
+      }
+    },
+    async visibleScopes(capabilities) {
+      if (chosen) return chosen.visibleScopes(capabilities);
+      return outermost((await Promise.all(all.map((a) => a.visibleScopes(capabilities)))).flat());
     },
   };
 }

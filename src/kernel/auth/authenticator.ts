@@ -1,6 +1,7 @@
 // Turns a bearer token into a Principal. Tokens this server minted are verified with its own keys; tokens of
 // other issuers go to the external verifier (OIDC discovery + JWKS, matched against identities' claimMatch).
 // Every failure is UNAUTHENTICATED: never a 500, never a hint of which identities exist.
+import { Code, ConnectError } from "@connectrpc/connect";
 import { decodeJwt } from "jose";
 import { unauthenticated } from "../errors/index.js";
 import { log } from "../log.js";
@@ -17,10 +18,11 @@ const LAST_SEEN_GRANULARITY_SECONDS = 60;
 
 export interface ExternalVerifier {
   /**
-   * Verifies a token whose issuer is not this server and returns the identity it assumes. Throws when the
-   * token is not valid or matches no identity.
+   * Verifies a token whose issuer is not this server and returns the identities it assumes (never none):
+   * several when several organizations gave its issuer and subject an identity, root-level first, then the
+   * oldest. Throws when the token is not valid or matches no identity.
    */
-  verify(token: string, issuer: string): Promise<{ identityUid: string; issuer: string; subject: string }>;
+  verify(token: string, issuer: string): Promise<Array<{ identityUid: string; issuer: string; subject: string }>>;
 }
 
 /** The caller and its role bindings (read for this request, or remembered: see grants-cache.ts). */
@@ -30,7 +32,11 @@ export interface Authenticated {
 }
 
 export interface Authenticator {
-  authenticate(token: string): Promise<Authenticated>;
+  /**
+   * The identities the token acts as, best first (never none): one for this server's own tokens; for an
+   * external token, each identity it assumes (see createCandidateAccess for how a call picks one).
+   */
+  authenticate(token: string): Promise<Authenticated[]>;
 }
 
 /** Verified own tokens remembered (until they expire), so a repeated token skips the signature check. */
@@ -111,7 +117,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
     async authenticate(token) {
       if (token.length > MAX_TOKEN_BYTES) throw invalid("too large");
       const known = verified.get(token);
-      if (known) return withGrants(await verifyOwn(token, known.claims.issuer));
+      if (known) return [await withGrants(await verifyOwn(token, known.claims.issuer))];
       let iss: string | undefined;
       try {
         iss = decodeJwt(token).iss;
@@ -120,22 +126,28 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       }
       if (!iss) throw invalid("no issuer");
 
-      let claims: Omit<Principal, "homeGroup">;
-      if (iss === opts.issuer) {
-        claims = await verifyOwn(token, iss);
-      } else {
-        if (!opts.external) throw invalid("unknown issuer");
-        let found;
-        try {
-          found = await opts.external.verify(token, iss);
-        } catch (err) {
-          if (isExpired(err)) throw invalid("expired", "TOKEN_EXPIRED");
-          log.debug("external token refused", { iss, err });
-          throw invalid("not accepted for any identity");
-        }
-        claims = { identityUid: found.identityUid, issuer: found.issuer, subject: found.subject };
+      if (iss === opts.issuer) return [await withGrants(await verifyOwn(token, iss))];
+      if (!opts.external) throw invalid("unknown issuer");
+      let found;
+      try {
+        found = await opts.external.verify(token, iss);
+      } catch (err) {
+        if (isExpired(err)) throw invalid("expired", "TOKEN_EXPIRED");
+        log.debug("external token refused", { iss, err });
+        throw invalid("not accepted for any identity");
       }
-      return withGrants(claims);
+      // An identity removed since it was found is left out; the token needs one that remains.
+      const candidates = await Promise.all(
+        found.map((f) =>
+          withGrants({ identityUid: f.identityUid, issuer: f.issuer, subject: f.subject }).catch((err: unknown) => {
+            if (err instanceof ConnectError && err.code === Code.Unauthenticated) return undefined;
+            throw err;
+          }),
+        ),
+      );
+      const remaining = candidates.filter((c): c is Authenticated => c !== undefined);
+      if (remaining.length === 0) throw invalid("the identity it names does not exist");
+      return remaining;
     },
   };
 

@@ -9,6 +9,8 @@ export interface AssumableIdentity {
   uid: string;
   /** The relationship oneof; unset when the stored one cannot be read. */
   relationship: Identity["relationship"];
+  /** The group the identity was created under; undefined for a root-level identity (a person). */
+  homeGroup: string | undefined;
 }
 
 export interface IdentityDirectory {
@@ -21,7 +23,9 @@ export interface IdentityDirectory {
 
   /**
    * Up to `limit` identities whose relationship names exactly this issuer and subject (a claim match with
-   * exact issuer and subject, or static keys): the candidates for a token presented directly on an API call.
+   * exact issuer and subject, or static keys): the candidates for a token presented directly on an API call
+   * or to an exchange naming no identity. Root-level identities first (only the operator makes them), then
+   * the oldest first: an identity created later, in whatever organization, never displaces one before it.
    */
   withIssuerAndSubject(issuer: string, subject: string, limit: number): Promise<AssumableIdentity[]>;
 

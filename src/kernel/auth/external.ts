@@ -3,9 +3,18 @@
 //
 // Two uses:
 //   verify(token, iss)        a token presented directly on an API call (specification, Authentication rule
-//                             5): it must name, by exact issuer AND exact subject, exactly one identity.
+//                             5), or to the exchange naming no identity: every identity that names its exact
+//                             issuer AND exact subject and whose relationship it satisfies. Several
+//                             organizations may each have given the same person or workload an identity;
+//                             none of them can lock the others out (the caller picks, per call or by
+//                             exchanging for one: see access.ts, sts.service.ts).
 //   assume(token, identity)   a token presented to the token exchange to assume the named identity: it
 //                             must satisfy that identity's relationship (patterns, audience, claims).
+//
+// Audience (RFC 8725, section 3.9): a token must be meant for this service. An identity that names an
+// audience (ClaimMatch.aud, StaticKeys.audiences) takes tokens for that audience only; one that names none
+// takes tokens carrying one of the operator's `audiences` (EXTERNAL_AUDIENCES, default the issuer URL), so
+// an ID token some other application received cannot be replayed here.
 //
 // Nothing is fetched for an issuer that the identity in question does not reference, so an arbitrary `iss`
 // cannot make the server call out (SSRF). Discovery and keys are fetched over https only; plain http only
@@ -34,8 +43,14 @@ import type { Identity } from "../../../gen/chainguard/platform/iam/v2/identitie
 import { log } from "../log.js";
 import { MAX_TOKEN_BYTES, type ExternalVerifier } from "./authenticator.js";
 import { audiencesOf, claimMatchSpecOf, claimMismatch, isExactIssuerAndSubject, issuerAccepted, type ClaimMatchSpec } from "./claim-match.js";
-import type { IdentityDirectory } from "./directory.js";
+import type { AssumableIdentity, IdentityDirectory } from "./directory.js";
 import type { KeyStore } from "./keys.js";
+
+/**
+ * Identities a direct token is verified against, at most: root-level ones first, then the oldest (see
+ * IdentityDirectory.withIssuerAndSubject), so identities created later cannot push earlier ones out.
+ */
+export const MAX_CANDIDATE_IDENTITIES = 20;
 
 /** Signature algorithms accepted from external issuers (no HMAC, no "none"). */
 export const EXTERNAL_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA", "Ed25519"] as const;
@@ -70,10 +85,13 @@ export interface ExternalAssumption {
   expiresAt: number;
   /** A later limit from the identity itself (StaticKeys.expiration_time), seconds since the epoch. */
   identityExpiresAt?: number | undefined;
+  /** The group the identity was created under; undefined for a root-level identity. */
+  homeGroup?: string | undefined;
 }
 
 export interface ExternalTokenVerifier extends ExternalVerifier {
-  verify(token: string, issuer: string): Promise<ExternalAssumption>;
+  /** Every identity the token assumes directly (never empty), root-level first, then oldest. */
+  verify(token: string, issuer: string): Promise<ExternalAssumption[]>;
   /** Verifies a token presented to assume the identity `identityUid` (token exchange). */
   assume(token: string, identityUid: string): Promise<ExternalAssumption>;
 }
@@ -105,6 +123,11 @@ export interface ExternalVerifierOptions {
   clockToleranceSeconds?: number;
   /** Issuers kept in the cache (oldest dropped first). Default 1000. */
   maxIssuers?: number;
+  /**
+   * The audiences a token must carry one of when the identity names none of its own. Default: this
+   * server's issuer URL (`self.issuer`) when given, else none (only identities naming an audience match).
+   */
+  audiences?: readonly string[];
   /** This server as an issuer: its tokens are verified with its own keys, never fetched. */
   self?: { issuer: string; keys: KeyStore } | undefined;
   /** The fetch to use (tests). */
@@ -246,6 +269,9 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
   const maxJwksBytes = opts.maxJwksBytes ?? 256 * 1024;
   const tolerance = opts.clockToleranceSeconds ?? 30;
   const maxIssuers = opts.maxIssuers ?? 1000;
+  const allowedAudiences = new Set(opts.audiences ?? (opts.self ? [opts.self.issuer] : []));
+  /** Whether a token meets the operator's audience list (for identities that name no audience). */
+  const forThisService = (claims: JWTPayload) => audiencesOf(claims).some((a) => allowedAudiences.has(a));
 
   const issuers = new Map<string, IssuerEntry>();
   const pending = new Map<string, Promise<IssuerEntry>>();
@@ -370,6 +396,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     if (!issuerAccepted(spec, t.iss)) throw notAccepted("issuer not referenced by the identity");
     const before = claimMismatch(spec, t.claims);
     if (before) throw notAccepted(before);
+    if (!spec.audience && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
     let getKey: JWTVerifyGetKey;
     try {
       getKey = await keysOf(t.iss);
@@ -398,6 +425,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     const identityExpiresAt = sk.expirationTime ? Number(sk.expirationTime.seconds) : undefined;
     if (identityExpiresAt !== undefined && identityExpiresAt <= Math.floor(Date.now() / 1000)) throw notAccepted("the identity's keys have expired");
     if (sk.audiences.length > 0 && !audiencesOf(t.claims).some((a) => sk.audiences.includes(a))) throw notAccepted("audience does not match");
+    if (sk.audiences.length === 0 && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, staticKeysOf(sk.issuerKeys), {
@@ -413,7 +441,11 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, identityExpiresAt };
   };
 
-  const verifyAgainst = async (uid: string, rel: Relationship, token: string, t: Presented, direct: boolean) => {
+  const verifyAgainst = async (identity: AssumableIdentity, token: string, t: Presented, direct: boolean): Promise<ExternalAssumption> => {
+    const found = await verifyRelationship(identity.uid, identity.relationship, token, t, direct);
+    return { ...found, homeGroup: identity.homeGroup };
+  };
+  const verifyRelationship = async (uid: string, rel: Relationship, token: string, t: Presented, direct: boolean) => {
     switch (rel.case) {
       case "claimMatch": {
         const spec = claimMatchSpecOf(rel.value);
@@ -448,14 +480,21 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         if (t.iss !== issuer) throw invalid("issuer mismatch");
         return t;
       });
-      // Two at most: one is the answer, a second makes the token ambiguous.
-      const found = await directory.withIssuerAndSubject(t.iss, t.sub, 2);
-      return guarded(async () => {
-        if (found.length === 0) throw notAccepted("no identity has this issuer and subject");
-        if (found.length > 1) throw notAccepted("more than one identity has this issuer and subject");
-        const identity = found[0]!;
-        return verifyAgainst(identity.uid, identity.relationship, token, t, true);
-      });
+      const found = await directory.withIssuerAndSubject(t.iss, t.sub, MAX_CANDIDATE_IDENTITIES);
+      if (found.length === 0) throw notAccepted("no identity has this issuer and subject");
+      const assumed: ExternalAssumption[] = [];
+      let refusal: ExternalTokenError | undefined;
+      for (const identity of found) {
+        try {
+          assumed.push(await guarded(() => verifyAgainst(identity, token, t, true)));
+        } catch (err) {
+          // Expiry is the token's, not one identity's; anything else only rules this identity out.
+          if (!(err instanceof ExternalTokenError) || err.code === "ERR_JWT_EXPIRED") throw err;
+          refusal ??= err;
+        }
+      }
+      if (assumed.length === 0) throw refusal!;
+      return assumed;
     },
 
     async assume(token, identityUid) {
@@ -467,7 +506,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         // Token-only checks come before anything that depends on the identity existing.
         const t = inspect(token, tolerance);
         if (!identity) throw notAccepted("no such identity");
-        return verifyAgainst(identity.uid, identity.relationship, token, t, false);
+        return verifyAgainst(identity, token, t, false);
       });
     },
   };

@@ -13,7 +13,7 @@ import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { authRuleOf, httpRuleOf, scopePathOf } from "../descriptors.js";
 import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
-import { createAccess } from "./access.js";
+import { createCandidateAccess } from "./access.js";
 import type { Authenticator } from "./authenticator.js";
 import { accessKey, ruleCapabilitiesKey } from "./principal.js";
 
@@ -91,8 +91,7 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
     if (rule.kind === "disabled") return;
     const token = bearerToken(req.header);
     if (!token) throw unauthenticated("This method needs an Authorization: Bearer <token> header", "TOKEN_MISSING");
-    const { principal, bindings } = await opts.authenticator.authenticate(token);
-    const access = createAccess(principal, bindings);
+    const access = createCandidateAccess(await opts.authenticator.authenticate(token));
     req.contextValues.set(accessKey, access);
     if (rule.kind === "unscoped") req.contextValues.set(ruleCapabilitiesKey, rule.capabilities);
     if (rule.kind === "scoped" && !req.stream) {
