@@ -9,13 +9,17 @@ export function setLogLevel(level: Level | "silent"): void {
   threshold = order[level];
 }
 
+/** An error as JSON, with its cause chain (drivers and Drizzle wrap the error that says what happened). */
+function serializeError(e: Error, depth: number): Record<string, unknown> {
+  const out: Record<string, unknown> = { name: e.name, message: e.message, stack: e.stack, code: (e as { code?: unknown }).code };
+  if (e.cause instanceof Error && depth < 5) out.cause = serializeError(e.cause, depth + 1);
+  return out;
+}
+
 function emit(level: Level, msg: string, fields?: Record<string, unknown>): void {
   if (order[level] < threshold) return;
   const line: Record<string, unknown> = { time: new Date().toISOString(), level, msg, ...fields };
-  if (line.err instanceof Error) {
-    const e = line.err;
-    line.err = { name: e.name, message: e.message, stack: e.stack, code: (e as { code?: unknown }).code };
-  }
+  if (line.err instanceof Error) line.err = serializeError(line.err, 0);
   process.stderr.write(JSON.stringify(line) + "\n");
 }
 
