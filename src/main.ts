@@ -51,7 +51,7 @@ async function main(): Promise<void> {
   setLogLevel(config.logLevel);
   const database = await openDatabase(config);
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
-  const keys = await createKeyStore(database.db);
+  const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   const directory = createIdentityDirectory(database.db);
   const app = createApp({
