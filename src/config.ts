@@ -28,6 +28,11 @@ export interface Config {
    */
   allowInsecureLoopbackIssuers: boolean;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  /**
+   * On SIGTERM or SIGINT, how long requests in flight may take to finish before their connections are
+   * closed (SHUTDOWN_GRACE_MS, default 10 s).
+   */
+  shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -90,5 +95,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     issuerUrl,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
+    shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
   };
 }
