@@ -63,8 +63,8 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
     const server = await startServerProcess(scratch.url, { SHUTDOWN_GRACE_MS: "10000" });
     started.push(server);
     const path = "/chainguard.platform.iam.v2.GroupsService/ListGroups";
-    let signalledAt: number | undefined;
-    const signalled = () => signalledAt !== undefined;
+    const signal = { sent: false };
+    const signalled = () => signal.sent;
     let exited = false;
     void server.exited.then(() => (exited = true));
 
@@ -88,7 +88,7 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
     };
     const workers = Array.from({ length: 8 }, worker);
     await new Promise((r) => setTimeout(r, 1_000));
-    signalledAt = Date.now();
+    signal.sent = true;
     server.child.kill("SIGTERM");
     await Promise.all(workers);
 
