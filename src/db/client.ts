@@ -67,8 +67,12 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
   };
 }
 
-/** Seconds a connection attempt may take before it fails (postgres.js connect_timeout). */
-const CONNECT_TIMEOUT_S = 1;
+/**
+ * Seconds a connection attempt may take before it fails (postgres.js connect_timeout). A database that is
+ * down refuses at once; this bounds the wait for one that does not answer at all (a network black hole),
+ * with room for a slow connection on a loaded machine.
+ */
+const CONNECT_TIMEOUT_S = 3;
 /** Seconds an unused pooled connection stays open. */
 const IDLE_TIMEOUT_S = 60;
 /** Delays between attempts to re-establish lost subscriptions: doubling from the first to the last. */
