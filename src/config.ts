@@ -34,6 +34,11 @@ export interface Config {
    */
   externalAudiences: string[];
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  /**
+   * On SIGTERM or SIGINT, how long requests in flight may take to finish before their connections are
+   * closed (SHUTDOWN_GRACE_MS, default 10 s).
+   */
+  shutdownGraceMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -102,5 +107,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     externalAudiences,
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
+    shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
   };
 }

@@ -51,7 +51,7 @@ async function main(): Promise<void> {
   setLogLevel(config.logLevel);
   const database = await openDatabase(config);
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
-  const keys = await createKeyStore(database.db);
+  const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   const directory = createIdentityDirectory(database.db);
   const app = createApp({
@@ -71,15 +71,23 @@ async function main(): Promise<void> {
   const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
   if (config.mode === "development") await developmentLogin(database.db, keys, config);
 
+  // A graceful stop: NOT_SERVING for health checks, no new connections or streams (HTTP/2 GOAWAY), requests
+  // in flight finish (for at most the grace period), then the database closes and the process exits 0.
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info("stopping", { signal });
-    app.drain();
-    await listener.close();
-    await app.close();
-    await database.close();
+    log.info("stopping", { signal, graceMs: config.shutdownGraceMs });
+    try {
+      app.drain();
+      await listener.close(config.shutdownGraceMs);
+      await app.close();
+      await database.close();
+    } catch (err) {
+      log.error("stopping failed", { err });
+      process.exit(1);
+    }
+    log.info("stopped");
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));

@@ -2,8 +2,9 @@
 //
 // Opens the configured database (DATABASE_URL, or the embedded one under DATA_DIR), generates a new signing
 // key and retires the current one, and prints the result as JSON. Retired keys keep verifying, and stay in
-// the published JWKS, until every token they signed has expired. Running replicas pick the new key up within
-// a minute (they reload keys periodically, and at once when they meet a token with an unknown kid).
+// the published JWKS, until every token they signed has expired. Running servers pick the new key up at once:
+// the database notifies them of every change to the keys (drizzle/0008); without that notification they
+// reload keys every minute, and when they meet a token with an unknown kid.
 import { loadConfig } from "../config.js";
 import { runWhenMain } from "./run.js";
 import { openDatabase, type Database } from "../db/client.js";

@@ -4,6 +4,7 @@
 import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import type { Sql } from "postgres";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import * as schema from "./schema/index.js";
 import { log } from "../kernel/log.js";
@@ -18,9 +19,16 @@ export interface Database {
   /**
    * Subscribes to a notification channel (LISTEN). `onReady` runs each time the subscription is established,
    * the first time and after a lost connection is re-established: notifications sent while it was down are
-   * lost, so a listener keeping derived state should discard it then. Resolves with an unsubscribe function.
+   * lost, so a listener keeping derived state should discard it then. `onLost` runs when the subscription is
+   * lost (the database unreachable); it is re-established by itself, with onReady, once the database is back.
+   * Resolves with an unsubscribe function.
    */
-  listen(channel: string, onNotify: (payload: string) => void, onReady: () => void): Promise<() => Promise<void>>;
+  listen(
+    channel: string,
+    onNotify: (payload: string) => void,
+    onReady: () => void,
+    onLost?: () => void,
+  ): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -41,17 +49,129 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
     await migrator.end();
   }
 
-  const client = postgres(url, { max: opts.max ?? 10, onnotice: () => {} });
+  // Fail fast when the database is unreachable: a connection attempt gives up after CONNECT_TIMEOUT_S (the
+  // call answers UNAVAILABLE, kernel/errors/sqlstate.ts) instead of postgres.js's default 30 s, and idle
+  // connections are closed after a while so a pool does not keep sockets a network change has killed.
+  const options = { onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S, idle_timeout: IDLE_TIMEOUT_S };
+  const client = postgres(url, { ...options, max: opts.max ?? 10 });
   const db = drizzle(client, { schema }) as unknown as Db;
+  const subscriptions = createSubscriptions(() => postgres(url, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {
     db,
     kind: "postgres",
-    // postgres.js listens on a connection of its own and re-listens (calling onReady again) after a reconnect.
-    async listen(channel, onNotify, onReady) {
-      const { unlisten } = await client.listen(channel, onNotify, onReady);
-      return unlisten;
+    listen: subscriptions.listen,
+    async close() {
+      await subscriptions.close();
+      await client.end({ timeout: 5 });
     },
-    close: () => client.end({ timeout: 5 }),
+  };
+}
+
+/**
+ * Seconds a connection attempt may take before it fails (postgres.js connect_timeout). A database that is
+ * down refuses at once; this bounds the wait for one that does not answer at all (a network black hole),
+ * with room for a slow connection on a loaded machine.
+ */
+const CONNECT_TIMEOUT_S = 3;
+/** Seconds an unused pooled connection stays open. */
+const IDLE_TIMEOUT_S = 60;
+/** Delays between attempts to re-establish lost subscriptions: doubling from the first to the last. */
+const RESUBSCRIBE_FIRST_MS = 100;
+const RESUBSCRIBE_MAX_MS = 2_000;
+
+interface Listener {
+  onNotify: (payload: string) => void;
+  onReady: () => void;
+  onLost: (() => void) | undefined;
+}
+
+/**
+ * LISTEN on a connection of its own that survives the database going away. postgres.js's own listen()
+ * re-listens once after its connection closes and gives up silently when that fails (the database still
+ * down), so the subscriptions are kept here: when the connection closes, every listener hears onLost, and
+ * LISTEN is retried with backoff until it succeeds, when every listener hears onReady again.
+ */
+function createSubscriptions(open: () => Sql) {
+  const channels = new Map<string, Set<Listener>>();
+  let sql: Sql | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  let delay = RESUBSCRIBE_FIRST_MS;
+  let attempting = false;
+  let lost = false;
+  let closed = false;
+
+  const quote = (channel: string) => '"' + channel.replace(/"/g, '""') + '"';
+  const subscribe = async (channel: string): Promise<void> => {
+    await sql!.unsafe(`listen ${quote(channel)}`);
+    for (const l of channels.get(channel) ?? []) l.onReady();
+  };
+  const resubscribe = (): void => {
+    retry = undefined;
+    if (closed) return;
+    attempting = true;
+    Promise.all([...channels.keys()].map(subscribe)).then(
+      () => {
+        attempting = false;
+        lost = false;
+        delay = RESUBSCRIBE_FIRST_MS;
+        log.info("database: notifications listened to again", { channels: [...channels.keys()] });
+      },
+      (err: unknown) => {
+        attempting = false;
+        log.warn("database: cannot listen for notifications yet; retrying", { err, retryMs: delay });
+        retry = setTimeout(resubscribe, delay);
+        retry.unref();
+        delay = Math.min(delay * 2, RESUBSCRIBE_MAX_MS);
+      },
+    );
+  };
+  const hooks = {
+    onnotify(channel: string, payload: string) {
+      for (const l of channels.get(channel) ?? []) l.onNotify(payload);
+    },
+    onclose() {
+      if (closed) return;
+      if (!lost) {
+        lost = true;
+        log.warn("database: notification connection lost");
+        for (const set of channels.values()) for (const l of set) l.onLost?.();
+      }
+      if (retry || attempting) return; // a failed attempt closes its connection too, and is retried already
+      retry = setTimeout(resubscribe, 0);
+      retry.unref();
+    },
+  };
+
+  return {
+    hooks,
+    async listen(channel: string, onNotify: Listener["onNotify"], onReady: Listener["onReady"], onLost?: Listener["onLost"]) {
+      sql ??= open();
+      const listener: Listener = { onNotify, onReady, onLost };
+      let set = channels.get(channel);
+      if (set) {
+        set.add(listener);
+        onReady();
+      } else {
+        channels.set(channel, (set = new Set([listener])));
+        try {
+          await subscribe(channel);
+        } catch (err) {
+          channels.delete(channel);
+          throw err;
+        }
+      }
+      return async () => {
+        set.delete(listener);
+        if (set.size > 0 || channels.get(channel) !== set) return;
+        channels.delete(channel);
+        await sql?.unsafe(`unlisten ${quote(channel)}`).catch(() => {});
+      };
+    },
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      await sql?.end({ timeout: 5 });
+    },
   };
 }
 

@@ -25,11 +25,16 @@ import { bindPartial, type DomainDeps, type ServiceBinding } from "./bindings.js
 import { grantServiceNames, iamBindings } from "../iam/index.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
-import { createHealth } from "./health.js";
+import { createHealth, ServingStatus } from "./health.js";
+import { watchDatabase } from "./database-health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
 import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
 import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
+
+/** How often the health status probes PostgreSQL, and how long a probe may take. */
+const DATABASE_PROBE_INTERVAL_MS = 1_000;
+const DATABASE_PROBE_TIMEOUT_MS = 1_000;
 
 export interface AppDeps {
   database: Database;
@@ -141,14 +146,16 @@ export function createApp(deps: AppDeps): App {
     serviceDomain: deps.serviceDomain,
   });
 
+  // The whole server ("") is NOT_SERVING while its database does not answer. PostgreSQL is probed every
+  // second; the embedded database cannot become unreachable, and is probed only by /healthz.
+  const database = watchDatabase({
+    probe: () => deps.database.db.execute(sql`select 1`),
+    onChange: (ok) => health.setStatus("", ok ? ServingStatus.SERVING : ServingStatus.NOT_SERVING),
+    intervalMs: deps.database.kind === "postgres" ? DATABASE_PROBE_INTERVAL_MS : 0,
+    timeoutMs: DATABASE_PROBE_TIMEOUT_MS,
+  });
   const healthz = async (res: http.ServerResponse | http2.Http2ServerResponse) => {
-    let ok = true;
-    try {
-      await deps.database.db.execute(sql`select 1`);
-    } catch (err) {
-      ok = false;
-      log.warn("healthz: database unreachable", { err });
-    }
+    const ok = (await database.check()) && health.getStatus("") === ServingStatus.SERVING;
     const body = JSON.stringify({ status: ok ? "SERVING" : "NOT_SERVING" });
     (res as http.ServerResponse).writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(body);
   };
@@ -176,5 +183,12 @@ export function createApp(deps: AppDeps): App {
     gateway.handle(req, res).catch((err: unknown) => log.error("gateway failed", { path, err }));
   };
 
-  return { handler, drain: () => health.shutdown(), close: () => grants.close() };
+  return {
+    handler,
+    drain: () => health.shutdown(),
+    async close() {
+      database.close();
+      await grants.close();
+    },
+  };
 }

@@ -43,7 +43,12 @@ const SNIFF_TIMEOUT_MS = 10_000;
 export async function listen(handler: RequestHandler, opts: ListenOptions): Promise<Listener> {
   // Headers up to 64 KiB, so an oversized bearer token reaches the authenticator (which refuses it with
   // 401) instead of being cut off by the HTTP parser.
-  const h1 = http.createServer({ keepAliveTimeout: 65_000, maxHeaderSize: MAX_HEADER_BYTES }, handler);
+  let closing = false;
+  // While closing, an HTTP/1.1 connection closes after the response it is sending (no keep-alive).
+  const h1 = http.createServer({ keepAliveTimeout: 65_000, maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
+    if (closing) res.shouldKeepAlive = false;
+    handler(req, res);
+  });
   const h2c = http2.createServer({ settings: { maxHeaderListSize: MAX_HEADER_BYTES } }, handler);
   const tls = opts.tls
     ? http2.createSecureServer({ ...opts.tls, allowHTTP1: true, settings: { maxHeaderListSize: MAX_HEADER_BYTES } }, handler)
@@ -55,6 +60,7 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
     s?.on("session", (session) => {
       sessions.add(session);
       session.once("close", () => sessions.delete(session));
+      if (closing) session.close(); // a connection accepted before the close, classified after it
     });
   }
   for (const s of [h1, h2c, tls]) s?.on("clientError", answerClientError);
@@ -91,14 +97,18 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
   return {
     address,
     async close(graceMs = 5_000) {
+      closing = true;
       const closed = new Promise<void>((resolve) => front.close(() => resolve()));
       for (const session of sessions) session.close();
+      // HTTP/1.1 connections close as soon as they are idle: those idle now, and those finishing a request.
       h1.closeIdleConnections();
+      const idle = setInterval(() => h1.closeIdleConnections(), 50);
       const deadline = setTimeout(() => {
         for (const socket of sockets) socket.destroy();
       }, graceMs);
       deadline.unref();
       await closed;
+      clearInterval(idle);
       clearTimeout(deadline);
       h1.close();
       h2c.close();

@@ -34,7 +34,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
   const database = await openTestDatabase();
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
-  const keys = await createKeyStore(database.db);
+  const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   // Listen first: the issuer URL is the server's own address.
   const late: { app?: App } = {};

@@ -11,6 +11,11 @@ describe("loadConfig", () => {
     expect(c.tls).toBeUndefined();
     expect(c.serviceDomain).toBe("platform.local");
     expect(c.mode).toBe("development");
+    expect(c.shutdownGraceMs).toBe(10_000);
+  });
+
+  it("reads the shutdown grace period", () => {
+    expect(loadConfig({ SHUTDOWN_GRACE_MS: "2500" }).shutdownGraceMs).toBe(2500);
   });
 
   it.each([
@@ -21,6 +26,7 @@ describe("loadConfig", () => {
     [{ TLS_CERT_FILE: "/tmp/cert.pem" }, /must be set together/],
     [{ TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, /TLS_CERT_FILE: cannot read/],
     [{ SERVICE_DOMAIN: "Not A Domain" }, /SERVICE_DOMAIN/],
+    [{ SHUTDOWN_GRACE_MS: "-1" }, /SHUTDOWN_GRACE_MS must be an integer/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

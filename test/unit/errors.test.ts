@@ -21,7 +21,7 @@ import {
   toRestError,
   unsupportedMediaType,
 } from "../../src/kernel/errors/index.js";
-import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
@@ -127,6 +127,19 @@ describe("toPublicError", () => {
     expect(sqlStateOf(wrapped)).toBe(state);
     expect(toPublicError(wrapped, "iam.x").code).toBe(code);
   });
+
+  it.each(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "CONNECT_TIMEOUT", "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "08006", "08001", "57P03", "53300"])(
+    "maps a lost or refused database connection (%s) to UNAVAILABLE with retry info",
+    (code) => {
+      const driver = Object.assign(new Error("connect ECONNREFUSED 10.0.0.5:5432"), { code });
+      const wrapped = Object.assign(new Error("Failed query: select ..."), { cause: driver });
+      const out = toPublicError(wrapped, "iam.x");
+      expect(out.code).toBe(Code.Unavailable);
+      expect(out.rawMessage).not.toMatch(/10\.0\.0\.5/);
+      expect(out.findDetails(ErrorInfoSchema)).toMatchObject([{ reason: "DATABASE_UNAVAILABLE", domain: "iam.x" }]);
+      expect(out.findDetails(RetryInfoSchema)).toHaveLength(1);
+    },
+  );
 });
 
 describe("the REST form", () => {

@@ -10,14 +10,16 @@ const grants = (group: string): IdentityGrants => ({ homeGroup: undefined, bindi
 
 /** A controllable subscription: `notify()` delivers a notification, `ready()` (re)establishes it. */
 function fakeChannel(opts: { fail?: boolean } = {}) {
-  const state: { onNotify?: (p: string) => void; onReady?: () => void; channel?: string; unsubscribed: boolean } = { unsubscribed: false };
-  const subscribe: Subscribe = async (channel, onNotify, onReady) => {
+  const state: { onNotify?: (p: string) => void; onReady?: () => void; onLost?: () => void; channel?: string; unsubscribed: boolean } = {
+    unsubscribed: false,
+  };
+  const subscribe: Subscribe = async (channel, onNotify, onReady, onLost) => {
     if (opts.fail) throw new Error("no LISTEN here");
-    Object.assign(state, { channel, onNotify, onReady });
+    Object.assign(state, { channel, onNotify, onReady, onLost });
     onReady();
     return async () => void (state.unsubscribed = true);
   };
-  return { subscribe, state, notify: () => state.onNotify!("role_bindings"), ready: () => state.onReady!() };
+  return { subscribe, state, notify: () => state.onNotify!("role_bindings"), ready: () => state.onReady!(), lose: () => state.onLost!() };
 }
 
 /** A loader whose answers the test controls; counts reads. */
@@ -44,6 +46,22 @@ describe("grants cache", () => {
     ch.notify();
     expect(await cache.get("a")).toEqual(grants("g2"));
     expect(db.load).toHaveBeenCalledTimes(2);
+  });
+
+  it("remembers nothing while the subscription is lost, and again once it is back", async () => {
+    const ch = fakeChannel();
+    const db = fakeLoader();
+    const cache = createGrantsCache({ load: db.load, subscribe: ch.subscribe });
+    await settle();
+    await cache.get("a");
+    ch.lose();
+    await cache.get("a");
+    await cache.get("a");
+    expect(db.load).toHaveBeenCalledTimes(3);
+    ch.ready();
+    await cache.get("a");
+    await cache.get("a");
+    expect(db.load).toHaveBeenCalledTimes(4);
   });
 
   it("clear() forgets at once (this server's own changes)", async () => {

@@ -2,7 +2,7 @@
 // other issuers go to the external verifier (OIDC discovery + JWKS, matched against identities' claimMatch).
 // Every failure is UNAUTHENTICATED: never a 500, never a hint of which identities exist.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { decodeJwt } from "jose";
+import { decodeJwt, decodeProtectedHeader } from "jose";
 import { unauthenticated } from "../errors/index.js";
 import { log } from "../log.js";
 import type { KeyStore } from "./keys.js";
@@ -82,19 +82,24 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
     return grants;
   };
 
-  // token -> what its verification established, until the token's expiry. Only this server's own tokens:
-  // they are fully checked once; the identity and its bindings are looked up on every request.
-  const verified = new Map<string, { claims: Omit<Principal, "homeGroup">; exp: number }>();
+  // token -> what its verification established, until the token's expiry, as long as the key that signed it
+  // still verifies (a removed key reaches every server at once: keys.ts). Only this server's own tokens: they
+  // are fully checked once; the identity and its bindings are looked up on every request.
+  const verified = new Map<string, { claims: Omit<Principal, "homeGroup">; exp: number; kid: string }>();
   const remember = (token: string, claims: Omit<Principal, "homeGroup">, exp: number) => {
     if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value!);
-    verified.set(token, { claims, exp });
+    verified.set(token, { claims, exp, kid: decodeProtectedHeader(token).kid! });
   };
   const verifyOwn = async (token: string, iss: string): Promise<Omit<Principal, "homeGroup">> => {
     const hit = verified.get(token);
     if (hit) {
-      if (hit.exp * 1000 > Date.now()) return hit.claims;
+      if (hit.exp * 1000 <= Date.now()) {
+        verified.delete(token);
+        throw invalid("expired", "TOKEN_EXPIRED");
+      }
+      if (await opts.keys.verificationKey(hit.kid)) return hit.claims;
       verified.delete(token);
-      throw invalid("expired", "TOKEN_EXPIRED");
+      throw invalid("signature or claims do not verify");
     }
     let payload;
     try {

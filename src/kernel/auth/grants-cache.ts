@@ -8,7 +8,7 @@
 // response is sent (see the auth interceptor), so a caller that deletes a binding and calls again is never
 // answered from the old grants. Two more guards:
 //   - an entry is kept at most `ttlMs` (10 s), bounding what a lost notification could leave behind (the
-//     listening connection dropped: everything is forgotten again when it is re-established);
+//     listening connection dropped: nothing is remembered until it is re-established, db/client.ts);
 //   - a read that started before a clear is not remembered (a generation count), so a read racing a change
 //     cannot put the old grants back.
 // Without a subscription (listening failed), nothing is remembered: every request reads its grants.
@@ -20,7 +20,12 @@ export const GRANTS_CHANNEL = "apiserver_grants";
 export const DEFAULT_GRANTS_TTL_MS = 10_000;
 const DEFAULT_MAX_ENTRIES = 10_000;
 
-export type Subscribe = (channel: string, onNotify: (payload: string) => void, onReady: () => void) => Promise<() => Promise<void>>;
+export type Subscribe = (
+  channel: string,
+  onNotify: (payload: string) => void,
+  onReady: () => void,
+  onLost?: () => void,
+) => Promise<() => Promise<void>>;
 
 export interface GrantsCacheOptions {
   /** Reads an identity's grants (IdentityDirectory.grants); undefined when the identity does not exist. */
@@ -57,10 +62,19 @@ export function createGrantsCache(opts: GrantsCacheOptions): GrantsCache {
   };
 
   const subscription = opts.subscribe
-    ?.(GRANTS_CHANNEL, clear, () => {
-      clear();
-      listening = true;
-    })
+    ?.(
+      GRANTS_CHANNEL,
+      clear,
+      () => {
+        clear();
+        listening = true;
+      },
+      () => {
+        // Changes are not heard until the subscription is back (onReady): remember nothing meanwhile.
+        listening = false;
+        clear();
+      },
+    )
     .catch((err: unknown) => {
       log.warn("grants: cannot listen for changes; reading them on every request", { err });
       return undefined;

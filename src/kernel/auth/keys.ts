@@ -6,6 +6,8 @@ import { desc, isNull, lt, or, sql } from "drizzle-orm";
 import { exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
 import type { Db } from "../../db/client.js";
 import { signingKeys } from "../../db/schema/index.js";
+import { log } from "../log.js";
+import type { Subscribe } from "./grants-cache.js";
 
 type CryptoKey = webcrypto.CryptoKey;
 
@@ -48,7 +50,18 @@ interface Loaded {
   at: number;
 }
 
-export async function createKeyStore(db: Db): Promise<KeyStore> {
+/** The channel the signing-key trigger notifies (drizzle/0008). */
+export const KEYS_CHANNEL = "apiserver_keys";
+
+export interface KeyStoreOptions {
+  /**
+   * The database's notification subscription (Database.listen): keys are reloaded as soon as any server
+   * adds, retires or removes one. Without it, they are reloaded every minute (and on an unknown kid).
+   */
+  subscribe?: Subscribe;
+}
+
+export async function createKeyStore(db: Db, opts: KeyStoreOptions = {}): Promise<KeyStore> {
   const load = async (): Promise<Loaded> => {
     const rows = await db
       .select()
@@ -79,6 +92,15 @@ export async function createKeyStore(db: Db): Promise<KeyStore> {
       .then((l) => (current = l))
       .finally(() => (reloading = undefined)));
   const fresh = async (): Promise<Loaded> => (Date.now() - current.at > REFRESH_MS ? reload() : current);
+  // A change notified while a load runs may not be in what that load read: load again after it.
+  const changed = (): void => {
+    (reloading ? reloading.catch(() => undefined).then(reload) : reload()).catch((err: unknown) =>
+      log.warn("signing keys: reload after a change failed", { err }),
+    );
+  };
+  await opts.subscribe?.(KEYS_CHANNEL, changed, changed).catch((err: unknown) => {
+    log.warn("signing keys: cannot listen for changes; reloading them every minute", { err });
+  });
 
   return {
     async signingKey() {

@@ -1,7 +1,7 @@
 // Database errors by SQLSTATE (never by message text): the ones domain code reacts to, and the ones every
 // client may see mapped (fromDatabase). Drivers and Drizzle wrap them; sqlStateOf looks through the cause chain.
-import { Code, ConnectError } from "@connectrpc/connect";
-import { aborted } from "./builders.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { aborted, unavailable } from "./builders.js";
 
 /** SQLSTATE of a database error, looked up through the cause chain (Drizzle wraps driver errors). */
 export function sqlStateOf(err: unknown): string | undefined {
@@ -12,13 +12,43 @@ export function sqlStateOf(err: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The database could not be reached or dropped the connection: a socket error (refused, reset, timed out,
+ * unreachable), a connection error of postgres.js (CONNECT_TIMEOUT, CONNECTION_CLOSED, ...), or an
+ * SQLSTATE of class 08 (connection exception), 57P01-57P03 (the server shutting down or starting) or 53300
+ * (too many connections). Looked up through the cause chain.
+ */
+export function isConnectionError(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code !== "string") continue;
+    if (CONNECTION_CODES.has(code) || code.startsWith("CONNECTION_")) return true;
+    if (/^08[0-9A-Z]{3}$/.test(code) || code === "53300" || code === "57P01" || code === "57P02" || code === "57P03") return true;
+  }
+  return false;
+}
+
+const CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "CONNECT_TIMEOUT",
+]);
+
+/** How long a client is told to wait before retrying a call that met an unreachable database. */
+export const DATABASE_RETRY_MS = 1_000;
+
 /** Errors worth retrying that the database reports: serialization failures and deadlocks; unavailability. */
 export function fromDatabase(err: unknown): ConnectError | undefined {
   const state = sqlStateOf(err);
   if (state === "40001" || state === "40P01") return aborted("The request conflicted with a concurrent change; retry it");
-  if (state === "53300" || state === "57P01" || state === "57P03") {
-    return new ConnectError("The database is unavailable; retry later", Code.Unavailable);
-  }
+  if (isConnectionError(err)) return unavailable("The database is unavailable; retry later", DATABASE_RETRY_MS, "DATABASE_UNAVAILABLE");
   return undefined;
 }
 
