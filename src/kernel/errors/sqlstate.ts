@@ -12,9 +12,17 @@ export function sqlStateOf(err: unknown): string | undefined {
   return undefined;
 }
 
-/** Errors worth retrying that the database reports: serialization failures and deadlocks; unavailability. */
+/**
+ * Errors the database reports that a client may see: serialization failures and deadlocks (worth retrying);
+ * unavailability; text the database cannot store (a NUL character, which PostgreSQL refuses in any text
+ * value: 22021 character_not_in_repertoire), which is the request's fault.
+ */
 export function fromDatabase(err: unknown): ConnectError | undefined {
   const state = sqlStateOf(err);
+  if (state === "22021") {
+    // Which field is not known here: the error boundary adds the ErrorInfo, without a BadRequest.
+    return new ConnectError("A text field holds a character that cannot be stored (NUL, U+0000)", Code.InvalidArgument);
+  }
   if (state === "40001" || state === "40P01") return aborted("The request conflicted with a concurrent change; retry it");
   if (state === "53300" || state === "57P01" || state === "57P03") {
     return new ConnectError("The database is unavailable; retry later", Code.Unavailable);
