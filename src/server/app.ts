@@ -160,7 +160,7 @@ export function createApp(deps: AppDeps): App {
     (res as http.ServerResponse).writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(body);
   };
 
-  const oidc = createOidcRoutes({ issuerUrl: deps.issuerUrl, keys: deps.keys });
+  const oidc = createOidcRoutes({ issuerUrl: deps.issuerUrl, keys: deps.keys, serviceDomain: deps.serviceDomain });
 
   const handler: RequestHandler = (req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0]!;

@@ -3,12 +3,14 @@
 import type http from "node:http";
 import type http2 from "node:http2";
 import type { KeyStore } from "../kernel/auth/index.js";
+import { registry } from "../kernel/descriptors.js";
+import { methodNotAllowed, toRestError } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
 
 export const DISCOVERY_PATH = "/.well-known/openid-configuration";
 export const JWKS_PATH = "/.well-known/jwks.json";
 
-export function createOidcRoutes(opts: { issuerUrl: string; keys: KeyStore }) {
+export function createOidcRoutes(opts: { issuerUrl: string; keys: KeyStore; serviceDomain: string }) {
   const discovery = JSON.stringify({
     issuer: opts.issuerUrl,
     jwks_uri: opts.issuerUrl + JWKS_PATH,
@@ -27,7 +29,10 @@ export function createOidcRoutes(opts: { issuerUrl: string; keys: KeyStore }) {
     handles: (path: string) => path === DISCOVERY_PATH || path === JWKS_PATH,
     async handle(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, path: string) {
       if (req.method !== "GET" && req.method !== "HEAD") {
-        (res as http.ServerResponse).writeHead(405, { allow: "GET, HEAD" }).end();
+        const error = toRestError(methodNotAllowed(req.method ?? "", path, ["GET", "HEAD"]), opts.serviceDomain, registry);
+        const headers: Record<string, string> = { "content-type": "application/json" };
+        error.headers.forEach((value, name) => (headers[name] = value));
+        (res as http.ServerResponse).writeHead(error.status, headers).end(error.body);
         return;
       }
       if (path === DISCOVERY_PATH) return send(res, 200, discovery, "public, max-age=3600");

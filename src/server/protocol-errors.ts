@@ -66,12 +66,16 @@ function decodeConnectMessage(value: string): string {
 }
 
 /**
- * Whether the protocol layer failed to decode the request. Connect reports a request message that does not
- * parse as INTERNAL "parse binary: ..." (as grpc-go does); on a server the only message parsed is the
- * client's, so that is bad input, not a server fault.
+ * What Connect reports as INTERNAL (as grpc-go does) when the request cannot be read: a message that does not
+ * parse, a body that does not decompress (a truncated gzip stream, anything but brotli under `br`), an
+ * envelope flagged compressed with no encoding named. On a server the only bytes read are the client's, so
+ * each is bad input, not a server fault.
  */
+const undecodable = /^(parse binary:|decompression failed$|received compressed envelope, but do not know how to decompress$)/;
+
+/** Whether the protocol layer failed to decode the request. */
 function isUndecodableRequest(err: ConnectError): boolean {
-  return err.code === Code.InvalidArgument || (err.code === Code.Internal && err.rawMessage.startsWith("parse binary:"));
+  return err.code === Code.InvalidArgument || (err.code === Code.Internal && undecodable.test(err.rawMessage));
 }
 
 /**

@@ -42,8 +42,20 @@ function errorInfo(reason: string, metadata: Record<string, string> = {}) {
   return { desc: ErrorInfoSchema, value: { reason, domain: "", metadata } };
 }
 
+/** Longest text of a request echoed in an error (a description quoting a value, a resource name). */
+const maxEchoChars = 256;
+
+/**
+ * Text of a request as an error may quote it: cut beyond maxEchoChars. A 20 KB field mask path quoted in full
+ * made a gRPC error's trailers (grpc-message, percent-encoded, and the same text again in
+ * grpc-status-details-bin) larger than clients accept: they reset the connection instead of reading the error.
+ */
+export function clip(text: string): string {
+  return text.length <= maxEchoChars ? text : `${text.slice(0, maxEchoChars)}… (${text.length} characters)`;
+}
+
 export function invalidArgument(violations: FieldViolation | FieldViolation[], reason = "INVALID_ARGUMENT"): ConnectError {
-  const list = Array.isArray(violations) ? violations : [violations];
+  const list = (Array.isArray(violations) ? violations : [violations]).map((v) => ({ ...v, field: clip(v.field), description: clip(v.description) }));
   const message = "Invalid argument: " + list.map((v) => `${v.field}: ${v.description}`).join("; ");
   return new ConnectError(message, Code.InvalidArgument, undefined, [
     errorInfo(reason),
@@ -56,7 +68,8 @@ export function throwIfAny(violations: readonly FieldViolation[]): void {
   if (violations.length > 0) throw invalidArgument([...violations]);
 }
 
-export function notFound(resourceType: string, resourceName: string, description?: string): ConnectError {
+export function notFound(resourceType: string, name: string, description?: string): ConnectError {
+  const resourceName = clip(name);
   return new ConnectError(description ?? `${resourceType} ${JSON.stringify(resourceName)} not found`, Code.NotFound, undefined, [
     errorInfo("NOT_FOUND"),
     { desc: ResourceInfoSchema, value: { resourceType, resourceName, description: description ?? "" } },
@@ -64,7 +77,7 @@ export function notFound(resourceType: string, resourceName: string, description
 }
 
 export function failedPrecondition(violations: PreconditionViolation | PreconditionViolation[], reason = "FAILED_PRECONDITION"): ConnectError {
-  const list = Array.isArray(violations) ? violations : [violations];
+  const list = (Array.isArray(violations) ? violations : [violations]).map((v) => ({ ...v, description: clip(v.description), ...(v.subject !== undefined ? { subject: clip(v.subject) } : {}) }));
   const message = "Precondition failed: " + list.map((v) => v.description).join("; ");
   return new ConnectError(message, Code.FailedPrecondition, undefined, [
     errorInfo(reason),
@@ -83,7 +96,8 @@ export function unauthenticated(description: string, reason = "UNAUTHENTICATED")
   return new ConnectError(description, Code.Unauthenticated, undefined, [errorInfo(reason)]);
 }
 
-export function alreadyExists(resourceType: string, resourceName: string, description?: string): ConnectError {
+export function alreadyExists(resourceType: string, name: string, description?: string): ConnectError {
+  const resourceName = clip(name);
   return new ConnectError(description ?? `${resourceType} ${JSON.stringify(resourceName)} already exists`, Code.AlreadyExists, undefined, [
     errorInfo("ALREADY_EXISTS"),
     { desc: ResourceInfoSchema, value: { resourceType, resourceName, description: description ?? "" } },

@@ -1,6 +1,6 @@
 // Database errors by SQLSTATE (never by message text): the ones domain code reacts to, and the ones every
 // client may see mapped (fromDatabase). Drivers and Drizzle wrap them; sqlStateOf looks through the cause chain.
-import type { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { aborted, unavailable } from "./builders.js";
 
 /** SQLSTATE of a database error, looked up through the cause chain (Drizzle wraps driver errors). */
@@ -44,9 +44,17 @@ const CONNECTION_CODES = new Set([
 /** How long a client is told to wait before retrying a call that met an unreachable database. */
 export const DATABASE_RETRY_MS = 1_000;
 
-/** Errors worth retrying that the database reports: serialization failures and deadlocks; unavailability. */
+/**
+ * Errors the database reports that a client may see: serialization failures and deadlocks (worth retrying);
+ * unavailability; text the database cannot store (a NUL character, which PostgreSQL refuses in any text
+ * value: 22021 character_not_in_repertoire), which is the request's fault.
+ */
 export function fromDatabase(err: unknown): ConnectError | undefined {
   const state = sqlStateOf(err);
+  if (state === "22021") {
+    // Which field is not known here: the error boundary adds the ErrorInfo, without a BadRequest.
+    return new ConnectError("A text field holds a character that cannot be stored (NUL, U+0000)", Code.InvalidArgument);
+  }
   if (state === "40001" || state === "40P01") return aborted("The request conflicted with a concurrent change; retry it");
   if (isConnectionError(err)) return unavailable("The database is unavailable; retry later", DATABASE_RETRY_MS, "DATABASE_UNAVAILABLE");
   return undefined;
