@@ -5,7 +5,10 @@ import { resolve } from "node:path";
 export interface Config {
   /** Port serving gRPC, gRPC-web, Connect and REST (HTTP/1.1 and HTTP/2; TLS too when configured). */
   port: number;
-  /** Address to listen on. */
+  /**
+   * Address to listen on. Default: loopback (127.0.0.1) in development, which prints an owner's token at
+   * start, so nothing else on the network reaches that server; every interface (0.0.0.0) in production.
+   */
   host: string;
   /** PostgreSQL connection string; when unset, an embedded PGlite database under dataDir is used. */
   databaseUrl: string | undefined;
@@ -81,7 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   return {
     port,
-    host: env.HOST || "0.0.0.0",
+    host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: resolve(env.DATA_DIR || ".data"),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,

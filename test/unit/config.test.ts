@@ -5,7 +5,7 @@ describe("loadConfig", () => {
   it("has working defaults for a fresh clone", () => {
     const c = loadConfig({});
     expect(c.port).toBe(8080);
-    expect(c.host).toBe("0.0.0.0");
+    expect(c.host).toBe("127.0.0.1");
     expect(c.databaseUrl).toBeUndefined();
     expect(c.dataDir).toMatch(/\.data$/);
     expect(c.tls).toBeUndefined();
@@ -42,6 +42,13 @@ describe("loadConfig", () => {
       issuerUrl: "https://api.example.com",
       allowInsecureLoopbackIssuers: false,
     });
+  });
+
+  it("listens on loopback in development (it prints an owner's token), on every interface in production, unless HOST says", () => {
+    expect(loadConfig({}).host).toBe("127.0.0.1");
+    expect(loadConfig({ SERVER_MODE: "production", ISSUER_URL: "https://api.example.com" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "::1", SERVER_MODE: "production", ISSUER_URL: "https://api.example.com" }).host).toBe("::1");
   });
 
   it("defaults the issuer to this server on localhost, and allows loopback http issuers in development only", () => {
