@@ -31,6 +31,8 @@ export interface Config {
    */
   allowInsecureLoopbackIssuers: boolean;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  /** The largest request body or message, in bytes, counted after decompression too. Default 4 MiB. */
+  maxRequestBytes: number;
 }
 
 export class ConfigError extends Error {}
@@ -93,5 +95,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     issuerUrl,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
+    maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
   };
 }

@@ -61,6 +61,7 @@ async function main(): Promise<void> {
     issuerUrl: config.issuerUrl,
     keys,
     directory,
+    limits: { maxRequestBytes: config.maxRequestBytes },
     external: createExternalVerifier({
       directory,
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,

@@ -47,7 +47,22 @@ export interface AppDeps {
   external?: ExternalVerifier;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
+  /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
+  limits?: Partial<RequestLimits>;
 }
+
+/** What one request may use, on every protocol (config.ts reads them from the environment). */
+export interface RequestLimits {
+  /**
+   * The largest request, in bytes: a Connect or REST body, a gRPC or gRPC-web message, each counted after
+   * decompression as well (decompression stops there: a small compressed body cannot inflate beyond it).
+   */
+  maxRequestBytes: number;
+}
+
+export const defaultRequestLimits: RequestLimits = {
+  maxRequestBytes: 4 * 1024 * 1024,
+};
 
 export interface App {
   handler: RequestHandler;
@@ -90,6 +105,7 @@ function registerServices(router: ConnectRouter, bindings: readonly ServiceBindi
 }
 
 export function createApp(deps: AppDeps): App {
+  const limits: RequestLimits = { ...defaultRequestLimits, ...deps.limits };
   const external =
     deps.external ??
     createExternalVerifier({ directory: deps.directory, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
@@ -116,6 +132,8 @@ export function createApp(deps: AppDeps): App {
   const router = createConnectRouter({
     interceptors,
     acceptCompression: compression,
+    // Bounds each message read, and each decompression (zlib's maxOutputLength), on every RPC protocol.
+    readMaxBytes: limits.maxRequestBytes,
     jsonOptions: { registry },
   });
   const bindings = serviceBindings(deps, external);
@@ -126,7 +144,7 @@ export function createApp(deps: AppDeps): App {
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
   const rpcByPath = new Map<string, UniversalHandler>(
-    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression })]),
+    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression, maxRequestBytes: limits.maxRequestBytes })]),
   );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, bindings),
@@ -134,6 +152,7 @@ export function createApp(deps: AppDeps): App {
     methods: apiMethods,
     registry,
     serviceDomain: deps.serviceDomain,
+    maxBodyBytes: limits.maxRequestBytes,
   });
 
   const healthz = async (res: http.ServerResponse | http2.Http2ServerResponse) => {

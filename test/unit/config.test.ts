@@ -11,6 +11,7 @@ describe("loadConfig", () => {
     expect(c.tls).toBeUndefined();
     expect(c.serviceDomain).toBe("platform.local");
     expect(c.mode).toBe("development");
+    expect(c.maxRequestBytes).toBe(4 * 1024 * 1024);
   });
 
   it.each([
@@ -21,6 +22,7 @@ describe("loadConfig", () => {
     [{ TLS_CERT_FILE: "/tmp/cert.pem" }, /must be set together/],
     [{ TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, /TLS_CERT_FILE: cannot read/],
     [{ SERVICE_DOMAIN: "Not A Domain" }, /SERVICE_DOMAIN/],
+    [{ MAX_REQUEST_BYTES: "10" }, /MAX_REQUEST_BYTES must be an integer between 1024 and/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
