@@ -4,7 +4,9 @@
 //   (kernel/errors/public.ts) with the ErrorInfo every error must carry: an undecodable request is
 //   INVALID_ARGUMENT (a Connect JSON body names the field from the request root, as the REST gateway does),
 //   a body that does not decompress too; a request over the size limit is RESOURCE_EXHAUSTED
-//   (PAYLOAD_TOO_LARGE, naming the limit); a Connect unary error answers the HTTP status of its final code;
+//   (PAYLOAD_TOO_LARGE, naming the limit); a Connect unary error answers the HTTP status of its final code,
+//   and a 401 says how to authenticate (WWW-Authenticate, RFC 6750; gRPC and gRPC-web answer 200 and carry
+//   their status in trailers, where the header means nothing);
 // - a request refused with a bare HTTP status (405 wrong method, 415 content type, 505 HTTP/1.1 for a
 //   bidirectional stream) gets a Connect error JSON body, with Allow on a 405;
 // - gRPC (trailers, or the headers of a trailers-only response) and gRPC-web (the trailer frame at the end of
@@ -19,6 +21,7 @@ import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect
 import { parseJsonBody } from "../gateway/body.js";
 import { locateJsonError } from "../gateway/fields.js";
 import {
+  bearerChallenge,
   errorDomainOf,
   hasErrorInfo,
   httpVersionNotSupported,
@@ -305,10 +308,14 @@ export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOp
     if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression, maxRequestBytes);
     if (GRPC.test(contentType)) return patchGrpc(res, domain, maxRequestBytes);
     if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) {
-      return patchConnectUnary(res, domain, maxRequestBytes, async () => {
+      const out = await patchConnectUnary(res, domain, maxRequestBytes, async () => {
         const bytes = record && (await decompress(record.bytes(), req.header.get("content-encoding"), compression, maxRequestBytes));
         return bytes && locateJsonBodyError(handler.method.input, bytes, registry);
       });
+      if (out.status !== 401) return out;
+      const header = new Headers(out.header);
+      header.set("www-authenticate", bearerChallenge(req.header.get("authorization")));
+      return { ...out, header };
     }
     return res;
   };
