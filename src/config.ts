@@ -33,6 +33,11 @@ export interface Config {
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /** The largest request body or message, in bytes, counted after decompression too. Default 4 MiB. */
   maxRequestBytes: number;
+  /**
+   * The deadline of every call, in ms (default 30 s): past it the call answers DEADLINE_EXCEEDED, and a
+   * mutation rolls back. A client may ask for less (grpc-timeout, connect-timeout-ms), not for more.
+   */
+  requestTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -96,5 +101,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, 30_000, 100, 3_600_000),
   };
 }

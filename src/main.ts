@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     issuerUrl: config.issuerUrl,
     keys,
     directory,
-    limits: { maxRequestBytes: config.maxRequestBytes },
+    limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,

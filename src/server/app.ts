@@ -28,6 +28,7 @@ import { registerReflection, reflectionServiceNames } from "./reflection.js";
 import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
 import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
+import { createDeadline, withClientTimeoutCap } from "./deadline.js";
 
 export interface AppDeps {
   database: Database;
@@ -58,10 +59,16 @@ export interface RequestLimits {
    * decompression as well (decompression stops there: a small compressed body cannot inflate beyond it).
    */
   maxRequestBytes: number;
+  /**
+   * The deadline of every unary call, in ms: it then answers DEADLINE_EXCEEDED (deadline.ts). A client may
+   * ask for less (grpc-timeout, connect-timeout-ms); what it asks beyond this is capped to it.
+   */
+  requestTimeoutMs: number;
 }
 
 export const defaultRequestLimits: RequestLimits = {
   maxRequestBytes: 4 * 1024 * 1024,
+  requestTimeoutMs: 30_000,
 };
 
 export interface App {
@@ -120,6 +127,7 @@ export function createApp(deps: AppDeps): App {
   });
   const interceptors: Interceptor[] = [
     createErrorBoundary(deps.serviceDomain),
+    createDeadline(limits.requestTimeoutMs),
     createAuthInterceptor({
       authenticator,
       openServices: [HealthService.typeName, ...reflectionServiceNames],
@@ -144,7 +152,10 @@ export function createApp(deps: AppDeps): App {
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
   const rpcByPath = new Map<string, UniversalHandler>(
-    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression, maxRequestBytes: limits.maxRequestBytes })]),
+    router.handlers.map((h) => [
+      h.requestPath,
+      withClientTimeoutCap(withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression, maxRequestBytes: limits.maxRequestBytes }), limits.requestTimeoutMs),
+    ]),
   );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, bindings),

@@ -12,6 +12,7 @@ describe("loadConfig", () => {
     expect(c.serviceDomain).toBe("platform.local");
     expect(c.mode).toBe("development");
     expect(c.maxRequestBytes).toBe(4 * 1024 * 1024);
+    expect(c.requestTimeoutMs).toBe(30_000);
   });
 
   it.each([
@@ -23,6 +24,7 @@ describe("loadConfig", () => {
     [{ TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, /TLS_CERT_FILE: cannot read/],
     [{ SERVICE_DOMAIN: "Not A Domain" }, /SERVICE_DOMAIN/],
     [{ MAX_REQUEST_BYTES: "10" }, /MAX_REQUEST_BYTES must be an integer between 1024 and/],
+    [{ REQUEST_TIMEOUT_MS: "0" }, /REQUEST_TIMEOUT_MS must be an integer between 100 and 3600000/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
