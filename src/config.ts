@@ -38,6 +38,15 @@ export interface Config {
    * mutation rolls back. A client may ask for less (grpc-timeout, connect-timeout-ms), not for more.
    */
   requestTimeoutMs: number;
+  /** The PostgreSQL pool (unused with the embedded database). */
+  databasePool: {
+    /** Connections (default 10). */
+    max: number;
+    /** statement_timeout of each connection, in ms (default 10 s; 0: none). */
+    statementTimeoutMs: number;
+    /** How long a query waits for a free connection before the call answers UNAVAILABLE (default 5 s). */
+    acquireTimeoutMs: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -102,5 +111,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, 30_000, 100, 3_600_000),
+    databasePool: {
+      max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, 10, 1, 1000),
+      statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
+      acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, 5_000, 1, 600_000),
+    },
   };
 }

@@ -49,7 +49,7 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
 async function main(): Promise<void> {
   const config = loadConfig();
   setLogLevel(config.logLevel);
-  const database = await openDatabase(config);
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool });
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
   const keys = await createKeyStore(database.db);
   await ensureManagedRoles(database.db);

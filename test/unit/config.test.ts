@@ -13,6 +13,7 @@ describe("loadConfig", () => {
     expect(c.mode).toBe("development");
     expect(c.maxRequestBytes).toBe(4 * 1024 * 1024);
     expect(c.requestTimeoutMs).toBe(30_000);
+    expect(c.databasePool).toEqual({ max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 });
   });
 
   it.each([
@@ -25,6 +26,9 @@ describe("loadConfig", () => {
     [{ SERVICE_DOMAIN: "Not A Domain" }, /SERVICE_DOMAIN/],
     [{ MAX_REQUEST_BYTES: "10" }, /MAX_REQUEST_BYTES must be an integer between 1024 and/],
     [{ REQUEST_TIMEOUT_MS: "0" }, /REQUEST_TIMEOUT_MS must be an integer between 100 and 3600000/],
+    [{ DATABASE_POOL_SIZE: "0" }, /DATABASE_POOL_SIZE must be an integer between 1 and/],
+    [{ DATABASE_STATEMENT_TIMEOUT_MS: "-1" }, /DATABASE_STATEMENT_TIMEOUT_MS must be an integer between 0 and/],
+    [{ DATABASE_POOL_TIMEOUT_MS: "soon" }, /DATABASE_POOL_TIMEOUT_MS must be an integer/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -106,6 +106,14 @@ export function resourceExhausted(description: string, retryAfterMs: number, rea
   ]);
 }
 
+/** A dependency (the database) cannot be reached: UNAVAILABLE (503), with when to retry. */
+export function unavailable(description: string, retryAfterMs: number, reason = "UNAVAILABLE"): ConnectError {
+  return new ConnectError(description, Code.Unavailable, undefined, [
+    errorInfo(reason),
+    { desc: RetryInfoSchema, value: { retryDelay: durationFromMs(retryAfterMs) } },
+  ]);
+}
+
 export function unimplemented(description: string, reason = "UNIMPLEMENTED"): ConnectError {
   return new ConnectError(description, Code.Unimplemented, undefined, [errorInfo(reason)]);
 }

@@ -1,7 +1,7 @@
 // Database errors by SQLSTATE (never by message text): the ones domain code reacts to, and the ones every
 // client may see mapped (fromDatabase). Drivers and Drizzle wrap them; sqlStateOf looks through the cause chain.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { aborted } from "./builders.js";
+import { aborted, deadlineExceeded } from "./builders.js";
 
 /** SQLSTATE of a database error, looked up through the cause chain (Drizzle wraps driver errors). */
 export function sqlStateOf(err: unknown): string | undefined {
@@ -14,7 +14,15 @@ export function sqlStateOf(err: unknown): string | undefined {
 
 /** Errors worth retrying that the database reports: serialization failures and deadlocks; unavailability. */
 export function fromDatabase(err: unknown): ConnectError | undefined {
+  // A structured error raised beneath the driver's wrappers (the pool gate's DATABASE_BUSY, db/pool-gate.ts).
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof ConnectError) return e;
+  }
   const state = sqlStateOf(err);
+  // query_canceled: a statement ran past statement_timeout (db/client.ts). The call ran out of time, as a
+  // deadline would: DEADLINE_EXCEEDED (504) rather than UNAVAILABLE, which clients retry at once, adding the
+  // same slow statement to a database already slow.
+  if (state === "57014") return deadlineExceeded("A database statement took longer than allowed", "STATEMENT_TIMEOUT");
   if (state === "40001" || state === "40P01") return aborted("The request conflicted with a concurrent change; retry it");
   if (state === "53300" || state === "57P01" || state === "57P03") {
     return new ConnectError("The database is unavailable; retry later", Code.Unavailable);
