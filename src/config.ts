@@ -5,7 +5,10 @@ import { resolve } from "node:path";
 export interface Config {
   /** Port serving gRPC, gRPC-web, Connect and REST (HTTP/1.1 and HTTP/2; TLS too when configured). */
   port: number;
-  /** Address to listen on. */
+  /**
+   * Address to listen on. Default: loopback (127.0.0.1) in development, which prints an owner's token at
+   * start, so nothing else on the network reaches that server; every interface (0.0.0.0) in production.
+   */
   host: string;
   /** PostgreSQL connection string; when unset, an embedded PGlite database under dataDir is used. */
   databaseUrl: string | undefined;
@@ -39,6 +42,22 @@ export interface Config {
    * closed (SHUTDOWN_GRACE_MS, default 10 s).
    */
   shutdownGraceMs: number;
+  /** The largest request body or message, in bytes, counted after decompression too. Default 4 MiB. */
+  maxRequestBytes: number;
+  /**
+   * The deadline of every call, in ms (default 30 s): past it the call answers DEADLINE_EXCEEDED, and a
+   * mutation rolls back. A client may ask for less (grpc-timeout, connect-timeout-ms), not for more.
+   */
+  requestTimeoutMs: number;
+  /** The PostgreSQL pool (unused with the embedded database). */
+  databasePool: {
+    /** Connections (default 10). */
+    max: number;
+    /** statement_timeout of each connection, in ms (default 10 s; 0: none). */
+    statementTimeoutMs: number;
+    /** How long a query waits for a free connection before the call answers UNAVAILABLE (default 5 s). */
+    acquireTimeoutMs: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -97,7 +116,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (externalAudiences.length === 0) throw new ConfigError("EXTERNAL_AUDIENCES must name at least one audience (comma-separated)");
   return {
     port,
-    host: env.HOST || "0.0.0.0",
+    host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: resolve(env.DATA_DIR || ".data"),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
@@ -108,5 +127,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     externalAudiences,
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
+    maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, 30_000, 100, 3_600_000),
+    databasePool: {
+      max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, 10, 1, 1000),
+      statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
+      acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, 5_000, 1, 600_000),
+    },
   };
 }

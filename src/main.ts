@@ -49,7 +49,7 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
 async function main(): Promise<void> {
   const config = loadConfig();
   setLogLevel(config.logLevel);
-  const database = await openDatabase(config);
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool });
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
   const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
@@ -61,6 +61,7 @@ async function main(): Promise<void> {
     issuerUrl: config.issuerUrl,
     keys,
     directory,
+    limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,

@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
 import { log } from "../kernel/log.js";
 
@@ -34,8 +35,17 @@ export interface Database {
 
 export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
+export interface PostgresOptions {
+  /** Connections in the pool (default 10). */
+  max?: number;
+  /** statement_timeout of the pool's connections, in ms (default 10 s; 0: none). Migrations run without. */
+  statementTimeoutMs?: number;
+  /** How long a query or transaction waits for a free connection before failing UNAVAILABLE (default 5 s). */
+  acquireTimeoutMs?: number;
+}
+
 /** Opens PostgreSQL at `url`, applying pending migrations under an advisory lock (replicas may race). */
-export async function openPostgres(url: string, opts: { max?: number } = {}): Promise<Database> {
+export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
   const { default: postgres } = await import("postgres");
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const { migrate } = await import("drizzle-orm/postgres-js/migrator");
@@ -53,8 +63,14 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
   // call answers UNAVAILABLE, kernel/errors/sqlstate.ts) instead of postgres.js's default 30 s, and idle
   // connections are closed after a while so a pool does not keep sockets a network change has killed.
   const options = { onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S, idle_timeout: IDLE_TIMEOUT_S };
-  const client = postgres(url, { ...options, max: opts.max ?? 10 });
-  const db = drizzle(client, { schema }) as unknown as Db;
+  const max = opts.max ?? 10;
+  // statement_timeout is a startup parameter of each connection: a statement running longer is cancelled by
+  // the server (SQLSTATE 57014, answered DEADLINE_EXCEEDED). The pool is behind a gate (pool-gate.ts), so a
+  // call meeting a pool whose connections are all busy waits a bounded time, not as long as those before it.
+  const connection = { statement_timeout: opts.statementTimeoutMs ?? 10_000 };
+  const client = postgres(url, { ...options, max, connection });
+  const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? 5_000 });
+  const db = drizzle(gatePool(client, gate), { schema }) as unknown as Db;
   const subscriptions = createSubscriptions(() => postgres(url, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {
     db,
@@ -219,9 +235,9 @@ export async function openPglite(dataDir: string): Promise<Database> {
   }
 }
 
-export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string }): Promise<Database> {
+export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string; postgres?: PostgresOptions }): Promise<Database> {
   if (cfg.databaseUrl) {
-    const database = await openPostgres(cfg.databaseUrl);
+    const database = await openPostgres(cfg.databaseUrl, cfg.postgres);
     log.info("database ready", { kind: "postgres" });
     return database;
   }

@@ -24,6 +24,7 @@ import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrp
 import { httpRuleOf } from "../kernel/descriptors.js";
 import { peerContextValues } from "../kernel/peer.js";
 import {
+  bearerChallenge,
   errorDomainOf,
   invalidArgument,
   methodNotAllowed,
@@ -204,14 +205,18 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       if (err instanceof BodyAbortedError || signal.aborted) return;
       // HTTP/1.1: close the connection rather than read the rest of an oversized body.
       if (err instanceof BodyTooLargeError && req.httpVersionMajor === 1) res.setHeader("connection", "close");
-      sendError(res, gatewayCause(err), binding?.method);
+      sendError(req, res, gatewayCause(err), binding?.method);
     }
   }
 
-  /** Answers with the REST form of the error: its status, its headers (Allow, a method's), google.rpc.Status. */
-  function sendError(res: ResponseLike, err: unknown, method: DescMethod | undefined): void {
+  /**
+   * Answers with the REST form of the error: its status, its headers (Allow, a method's), google.rpc.Status;
+   * a 401 says how to authenticate (WWW-Authenticate).
+   */
+  function sendError(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, err: unknown, method: DescMethod | undefined): void {
     const rest = toRestError(err, errorDomainOf(method, serviceDomain), registry);
     copyHeaders(res, rest.headers);
+    if (rest.status === 401) res.setHeader("www-authenticate", bearerChallenge(req.headers.authorization));
     send(res, rest.status, rest.body);
   }
 

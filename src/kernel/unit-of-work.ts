@@ -49,6 +49,9 @@ export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
         const actor = req.contextValues.get(accessKey)?.principal.identityUid ?? "";
         await tx.insert(outboxEvents).values(outboxEventOf(plan, { request: req.message, response: res.message, actor }, opts.registry));
       }
+      // The call's deadline passed (it has answered DEADLINE_EXCEEDED) or its client went away: roll back,
+      // so no change is committed behind an answer that says the call failed.
+      if (req.signal.aborted) throw req.signal.reason;
       return res;
     });
   };

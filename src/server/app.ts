@@ -31,6 +31,7 @@ import { registerReflection, reflectionServiceNames } from "./reflection.js";
 import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
 import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
+import { createDeadline, withClientTimeoutCap } from "./deadline.js";
 
 /** How often the health status probes PostgreSQL, and how long a probe may take. */
 const DATABASE_PROBE_INTERVAL_MS = 1_000;
@@ -56,7 +57,28 @@ export interface AppDeps {
   rateLimits?: Partial<RateLimits>;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
+  /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
+  limits?: Partial<RequestLimits>;
 }
+
+/** What one request may use, on every protocol (config.ts reads them from the environment). */
+export interface RequestLimits {
+  /**
+   * The largest request, in bytes: a Connect or REST body, a gRPC or gRPC-web message, each counted after
+   * decompression as well (decompression stops there: a small compressed body cannot inflate beyond it).
+   */
+  maxRequestBytes: number;
+  /**
+   * The deadline of every unary call, in ms: it then answers DEADLINE_EXCEEDED (deadline.ts). A client may
+   * ask for less (grpc-timeout, connect-timeout-ms); what it asks beyond this is capped to it.
+   */
+  requestTimeoutMs: number;
+}
+
+export const defaultRequestLimits: RequestLimits = {
+  maxRequestBytes: 4 * 1024 * 1024,
+  requestTimeoutMs: 30_000,
+};
 
 export interface App {
   handler: RequestHandler;
@@ -100,6 +122,7 @@ function registerServices(router: ConnectRouter, bindings: readonly ServiceBindi
 }
 
 export function createApp(deps: AppDeps): App {
+  const limits: RequestLimits = { ...defaultRequestLimits, ...deps.limits };
   const external =
     deps.external ??
     createExternalVerifier({ directory: deps.directory, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
@@ -114,6 +137,7 @@ export function createApp(deps: AppDeps): App {
   });
   const interceptors: Interceptor[] = [
     createErrorBoundary(deps.serviceDomain),
+    createDeadline(limits.requestTimeoutMs),
     createAuthInterceptor({
       authenticator,
       openServices: [HealthService.typeName, ...reflectionServiceNames],
@@ -126,6 +150,8 @@ export function createApp(deps: AppDeps): App {
   const router = createConnectRouter({
     interceptors,
     acceptCompression: compression,
+    // Bounds each message read, and each decompression (zlib's maxOutputLength), on every RPC protocol.
+    readMaxBytes: limits.maxRequestBytes,
     jsonOptions: { registry },
   });
   const bindings = serviceBindings(deps, external);
@@ -136,7 +162,10 @@ export function createApp(deps: AppDeps): App {
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
   const rpcByPath = new Map<string, UniversalHandler>(
-    router.handlers.map((h) => [h.requestPath, withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression })]),
+    router.handlers.map((h) => [
+      h.requestPath,
+      withClientTimeoutCap(withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression, maxRequestBytes: limits.maxRequestBytes }), limits.requestTimeoutMs),
+    ]),
   );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, bindings),
@@ -144,6 +173,7 @@ export function createApp(deps: AppDeps): App {
     methods: apiMethods,
     registry,
     serviceDomain: deps.serviceDomain,
+    maxBodyBytes: limits.maxRequestBytes,
   });
 
   // The whole server ("") is NOT_SERVING while its database does not answer. PostgreSQL is probed every

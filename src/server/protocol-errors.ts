@@ -2,7 +2,11 @@
 // rules as what handlers throw:
 // - errors that Connect raises itself, before any interceptor runs, reach clients in their public form
 //   (kernel/errors/public.ts) with the ErrorInfo every error must carry: an undecodable request is
-//   INVALID_ARGUMENT (a Connect JSON body names the field from the request root, as the REST gateway does);
+//   INVALID_ARGUMENT (a Connect JSON body names the field from the request root, as the REST gateway does),
+//   a body that does not decompress too; a request over the size limit is RESOURCE_EXHAUSTED
+//   (PAYLOAD_TOO_LARGE, naming the limit); a Connect unary error answers the HTTP status of its final code,
+//   and a 401 says how to authenticate (WWW-Authenticate, RFC 6750; gRPC and gRPC-web answer 200 and carry
+//   their status in trailers, where the header means nothing);
 // - a request refused with a bare HTTP status (405 wrong method, 415 content type, 505 HTTP/1.1 for a
 //   bidirectional stream) gets a Connect error JSON body, with Allow on a 405;
 // - gRPC (trailers, or the headers of a trailers-only response) and gRPC-web (the trailer frame at the end of
@@ -11,17 +15,19 @@
 import { fromJson, type DescMessage, type JsonValue, type Registry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressedFlag, getJsonOptions, type Compression, type UniversalHandler, type UniversalServerRequest, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeFromHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeFromHttpStatus, codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, headerEncoding, headerGrpcMessage, headerGrpcStatus, headerStatusDetailsBin, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { parseJsonBody } from "../gateway/body.js";
 import { locateJsonError } from "../gateway/fields.js";
 import {
+  bearerChallenge,
   errorDomainOf,
   hasErrorInfo,
   httpVersionNotSupported,
   invalidArgument,
   methodNotAllowed,
+  payloadTooLarge,
   toPublicError,
   unsupportedMediaType,
 } from "../kernel/errors/index.js";
@@ -31,9 +37,6 @@ const CONNECT_JSON = /^application\/json(;|$)/i;
 const GRPC = /^application\/grpc(\+|;|$)/i;
 const GRPC_WEB = /^application\/grpc-web(\+|;|$)/i;
 
-/** Decompressing what this server or its client compressed: Connect's own default bound (readMaxBytes). */
-const maxDecompressedBytes = 0xffffffff;
-
 export interface PublicErrorsOptions {
   /** Suffix of ErrorInfo.domain. */
   serviceDomain: string;
@@ -41,6 +44,8 @@ export interface PublicErrorsOptions {
   registry: Registry;
   /** The compressions the router accepts: to read a compressed request body or gRPC-web trailer frame. */
   compression: readonly Compression[];
+  /** The router's readMaxBytes: what a request may decompress to, and the limit a refusal names. */
+  maxRequestBytes: number;
 }
 
 /**
@@ -80,10 +85,13 @@ function isUndecodableRequest(err: ConnectError): boolean {
 
 /**
  * The public form of an error the protocol layer wrote. Undecodable input is INVALID_ARGUMENT on the field
- * `located` names (a Connect JSON body), else on the body.
+ * `located` names (a Connect JSON body), else on the body. RESOURCE_EXHAUSTED from the protocol layer is
+ * its read limit (readMaxBytes, the only limit it enforces on a request): PAYLOAD_TOO_LARGE, as REST says.
  */
-function complete(err: ConnectError, domain: string, located?: ConnectError): ConnectError {
-  if (hasErrorInfo(err) || !isUndecodableRequest(err)) return toPublicError(err, domain);
+function complete(err: ConnectError, domain: string, maxRequestBytes: number, located?: ConnectError): ConnectError {
+  if (hasErrorInfo(err)) return toPublicError(err, domain);
+  if (err.code === Code.ResourceExhausted) return toPublicError(payloadTooLarge(maxRequestBytes), domain);
+  if (!isUndecodableRequest(err)) return toPublicError(err, domain);
   return toPublicError(located ?? invalidArgument({ field: "body", description: err.rawMessage }), domain);
 }
 
@@ -99,10 +107,10 @@ async function readAll(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
   return Buffer.concat(chunks);
 }
 
-async function decompress(bytes: Uint8Array, encoding: string | null, compression: readonly Compression[]): Promise<Uint8Array | undefined> {
+async function decompress(bytes: Uint8Array, encoding: string | null, compression: readonly Compression[], maxBytes: number): Promise<Uint8Array | undefined> {
   if (!encoding || encoding === "identity") return bytes;
   const c = compression.find((x) => x.name === encoding);
-  return c ? c.decompress(bytes, maxDecompressedBytes) : undefined;
+  return c ? c.decompress(bytes, maxBytes) : undefined;
 }
 
 /**
@@ -128,10 +136,14 @@ function locateJsonBodyError(input: DescMessage, bytes: Uint8Array, registry: Re
   }
 }
 
-/** Connect unary: an error body without ErrorInfo is completed. */
+/**
+ * Connect unary: an error body without ErrorInfo is completed, and answered with the HTTP status of the code
+ * it ends with (a message that does not parse is written as INTERNAL, 500, and completed as INVALID_ARGUMENT).
+ */
 async function patchConnectUnary(
   res: UniversalServerResponse,
   domain: string,
+  maxRequestBytes: number,
   locate: () => Promise<ConnectError | undefined>,
 ): Promise<UniversalServerResponse> {
   // A compressed body is a large error, which only handlers produce (through the boundary, so complete
@@ -148,10 +160,11 @@ async function patchConnectUnary(
   }
   if (hasErrorInfo(err)) return passThrough;
   const located = err.code === Code.InvalidArgument ? await locate().catch(() => undefined) : undefined;
-  const body = errorToJsonBytes(complete(err, domain, located), {});
+  const completed = complete(err, domain, maxRequestBytes, located);
+  const body = errorToJsonBytes(completed, {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));
-  return { ...res, header, body: singleChunk(body) };
+  return { ...res, status: codeToHttpStatus(completed.code), header, body: singleChunk(body) };
 }
 
 /** A bare HTTP status from the protocol layer (no body) as a Connect error with ErrorInfo. */
@@ -175,29 +188,29 @@ function refusal(req: UniversalServerRequest, res: UniversalServerResponse, hand
  * gRPC status fields (trailers, or headers of a trailers-only response, or a gRPC-web trailer frame): an error
  * without details is completed, and grpc-message is re-encoded. Returns whether it reports an error.
  */
-function patchGrpcStatus(fields: Headers | undefined, domain: string): boolean {
+function patchGrpcStatus(fields: Headers | undefined, domain: string, maxRequestBytes: number): boolean {
   if (!fields) return false;
   const status = fields.get(headerGrpcStatus);
   if (status === null || status === "0") return false;
   if (!fields.has(headerStatusDetailsBin)) {
     const err = findTrailerError(fields);
     // A fresh error: the one found carries every field as metadata, which setTrailerStatus would append again.
-    if (err) setTrailerStatus(fields, complete(new ConnectError(err.rawMessage, err.code), domain));
+    if (err) setTrailerStatus(fields, complete(new ConnectError(err.rawMessage, err.code), domain, maxRequestBytes));
   }
   const message = fields.get(headerGrpcMessage);
   if (message !== null) fields.set(headerGrpcMessage, encodeGrpcMessage(decodeConnectMessage(message)));
   return true;
 }
 
-function patchGrpc(res: UniversalServerResponse, domain: string): UniversalServerResponse {
-  patchGrpcStatus(res.header, domain); // trailers-only responses
+function patchGrpc(res: UniversalServerResponse, domain: string, maxRequestBytes: number): UniversalServerResponse {
+  patchGrpcStatus(res.header, domain, maxRequestBytes); // trailers-only responses
   const body = res.body;
   if (!body) return res;
   return {
     ...res,
     body: (async function* () {
       yield* body;
-      patchGrpcStatus(res.trailer, domain); // written by the adapter after the body ends
+      patchGrpcStatus(res.trailer, domain, maxRequestBytes); // written by the adapter after the body ends
     })(),
   };
 }
@@ -206,16 +219,23 @@ function patchGrpc(res: UniversalServerResponse, domain: string): UniversalServe
  * A gRPC-web trailer frame reporting an error, patched (and sent uncompressed); undefined to keep the frame as
  * it is (anything unexpected included: the frame then passes through untouched).
  */
-async function patchTrailerFrame(frame: Uint8Array, domain: string, encoding: string | null, compression: readonly Compression[]): Promise<Uint8Array | undefined> {
+async function patchTrailerFrame(
+  frame: Uint8Array,
+  domain: string,
+  encoding: string | null,
+  compression: readonly Compression[],
+  maxRequestBytes: number,
+): Promise<Uint8Array | undefined> {
   let trailer: Headers;
   try {
-    const data = frame[0]! & compressedFlag ? await decompress(frame.subarray(5), encoding, compression) : frame.subarray(5);
+    // A trailer frame this server wrote: its own size, whatever the request limit.
+    const data = frame[0]! & compressedFlag ? await decompress(frame.subarray(5), encoding, compression, 0xffffffff) : frame.subarray(5);
     if (!data) return undefined;
     trailer = trailerParse(data);
   } catch {
     return undefined;
   }
-  if (!patchGrpcStatus(trailer, domain)) return undefined;
+  if (!patchGrpcStatus(trailer, domain, maxRequestBytes)) return undefined;
   const body = trailerSerialize(trailer);
   const out = new Uint8Array(5 + body.byteLength);
   out[0] = trailerFlag;
@@ -229,8 +249,8 @@ async function patchTrailerFrame(frame: Uint8Array, domain: string, encoding: st
  * carries the status. Frames are passed on as soon as they are complete (streams are not held back); only a
  * trailer frame reporting an error is rewritten. (Connect refuses gRPC-web-text with 415: see refusal.)
  */
-function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression: readonly Compression[]): UniversalServerResponse {
-  patchGrpcStatus(res.header, domain);
+function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression: readonly Compression[], maxRequestBytes: number): UniversalServerResponse {
+  patchGrpcStatus(res.header, domain, maxRequestBytes);
   const body = res.body;
   if (!body) return res;
   const encoding = res.header?.get(headerEncoding) ?? null;
@@ -248,7 +268,7 @@ function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression:
           const length = new DataView(joined.buffer, joined.byteOffset + offset + 1, 4).getUint32(0);
           if (joined.byteLength - offset < 5 + length) break;
           const frame = joined.subarray(offset, offset + 5 + length);
-          const patched = frame[0]! & trailerFlag ? await patchTrailerFrame(frame, domain, encoding, compression) : undefined;
+          const patched = frame[0]! & trailerFlag ? await patchTrailerFrame(frame, domain, encoding, compression, maxRequestBytes) : undefined;
           out.push(patched ?? frame);
           offset += 5 + length;
         }
@@ -281,19 +301,23 @@ function recording(req: UniversalServerRequest): { req: UniversalServerRequest; 
 
 export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOptions): UniversalHandler {
   const domain = errorDomainOf(handler.method, opts.serviceDomain);
-  const { compression, registry } = opts;
+  const { compression, registry, maxRequestBytes } = opts;
   const wrapped = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
     const record = recording(req);
     const res = await handler(record?.req ?? req);
     const contentType = req.header.get("content-type") ?? "";
     if (res.status !== 200 && res.body === undefined) return refusal(req, res, handler, domain);
-    if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression);
-    if (GRPC.test(contentType)) return patchGrpc(res, domain);
+    if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression, maxRequestBytes);
+    if (GRPC.test(contentType)) return patchGrpc(res, domain, maxRequestBytes);
     if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) {
-      return patchConnectUnary(res, domain, async () => {
-        const bytes = record && (await decompress(record.bytes(), req.header.get("content-encoding"), compression));
+      const out = await patchConnectUnary(res, domain, maxRequestBytes, async () => {
+        const bytes = record && (await decompress(record.bytes(), req.header.get("content-encoding"), compression, maxRequestBytes));
         return bytes && locateJsonBodyError(handler.method.input, bytes, registry);
       });
+      if (out.status !== 401) return out;
+      const header = new Headers(out.header);
+      header.set("www-authenticate", bearerChallenge(req.header.get("authorization")));
+      return { ...out, header };
     }
     return res;
   };

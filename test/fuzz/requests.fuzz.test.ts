@@ -21,7 +21,7 @@ import { call, protocols as contractProtocols } from "../contract/harness.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { binaryOf, grpcFrames, jsonBytes, messageValue, rawProtobuf, restBindingsOf, restPath, restQuery, type Pools, type RestBinding } from "./generators.js";
-import { judge, type Judged } from "./verdict.js";
+import { judge } from "./verdict.js";
 import { createWireClient, type RawRequest, type RawResponse, type WireClient } from "./wire.js";
 
 const seed = Number(process.env.FUZZ_SEED ?? 20_261_124);
@@ -33,19 +33,6 @@ const concurrency = 8;
 
 type Protocol = "grpc" | "grpc-web" | "connect-json" | "connect-binary" | "rest";
 const protocols: readonly Protocol[] = ["grpc", "grpc-web", "connect-json", "connect-binary", "rest"];
-
-/**
- * Known findings that another change fixes (issue 9, "Protocol errors"): tolerated here by name, so the
- * harness still sends these requests and sees them. When the fix lands, this list empties.
- */
-const knownFindings: ReadonlyArray<{ name: string; matches(req: RawRequest, res: RawResponse, judged: Judged): boolean }> = [
-  {
-    // The body's code is right (INVALID_ARGUMENT), its HTTP status is not: a binary body that does not
-    // parse, or (binary or JSON) one that does not decompress.
-    name: "Connect unary body that does not decode answers HTTP 500 invalid_argument",
-    matches: (req, res, judged) => /^application\/(proto|json)/i.test(req.headers["content-type"] ?? "") && res.kind === "answer" && res.status === 500 && judged.code === Code.InvalidArgument,
-  },
-];
 
 interface FuzzRequest extends RawRequest {
   target: string;
@@ -202,7 +189,6 @@ describe("fuzzing every method on every protocol", () => {
   let client: WireClient;
   let pools: Pools;
   let sent = 0;
-  const tolerated = new Map<string, number>();
 
   beforeAll(async () => {
     server = await startTestServer();
@@ -225,7 +211,6 @@ describe("fuzzing every method on every protocol", () => {
 
   afterAll(async () => {
     client?.close();
-    if (tolerated.size) console.log(`fuzz: known findings tolerated: ${JSON.stringify(Object.fromEntries(tolerated))}`);
     await server?.close();
   });
 
@@ -240,11 +225,6 @@ describe("fuzzing every method on every protocol", () => {
     // A deadline the client itself asked for (grpc-timeout, connect-timeout-ms) may expire: not a fault.
     const clientDeadline = "grpc-timeout" in req.headers || "connect-timeout-ms" in req.headers;
     if (clientDeadline && judged.code === Code.DeadlineExceeded && res.kind === "answer") return;
-    const known = knownFindings.find((k) => k.matches(req, res, judged));
-    if (known) {
-      tolerated.set(known.name, (tolerated.get(known.name) ?? 0) + 1);
-      return;
-    }
     if (process.env.FUZZ_COLLECT) {
       console.log(`fuzz: ${judged.problem}\nrequest: ${describeRequest(req)}\nresponse: ${describeResponse(res)}`);
       return;

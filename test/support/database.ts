@@ -2,14 +2,15 @@
 // dropped on dispose), otherwise an in-memory PGlite instance.
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
-import { openPglite, openPostgres, type Database } from "../../src/db/client.js";
+import { openPglite, openPostgres, type Database, type PostgresOptions } from "../../src/db/client.js";
 
 export interface TestDatabase extends Database {
   /** Closes the connection and drops the scratch database. */
   dispose(): Promise<void>;
 }
 
-export async function openTestDatabase(): Promise<TestDatabase> {
+/** `postgres`: options of the pool on PostgreSQL (its size, timeouts); PGlite has none. */
+export async function openTestDatabase(postgresOptions: PostgresOptions = {}): Promise<TestDatabase> {
   const url = process.env.DATABASE_URL;
   if (!url) {
     const db = await openPglite("memory://");
@@ -20,7 +21,7 @@ export async function openTestDatabase(): Promise<TestDatabase> {
   await admin.unsafe(`create database ${name}`);
   const target = new URL(url);
   target.pathname = `/${name}`;
-  const db = await openPostgres(target.toString(), { max: 5 });
+  const db = await openPostgres(target.toString(), { max: 5, ...postgresOptions });
   return {
     ...db,
     async dispose() {

@@ -20,7 +20,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits">> & {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.

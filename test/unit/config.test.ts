@@ -5,13 +5,16 @@ describe("loadConfig", () => {
   it("has working defaults for a fresh clone", () => {
     const c = loadConfig({});
     expect(c.port).toBe(8080);
-    expect(c.host).toBe("0.0.0.0");
+    expect(c.host).toBe("127.0.0.1");
     expect(c.databaseUrl).toBeUndefined();
     expect(c.dataDir).toMatch(/\.data$/);
     expect(c.tls).toBeUndefined();
     expect(c.serviceDomain).toBe("platform.local");
     expect(c.mode).toBe("development");
     expect(c.shutdownGraceMs).toBe(10_000);
+    expect(c.maxRequestBytes).toBe(4 * 1024 * 1024);
+    expect(c.requestTimeoutMs).toBe(30_000);
+    expect(c.databasePool).toEqual({ max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 });
   });
 
   it("reads the shutdown grace period", () => {
@@ -27,6 +30,11 @@ describe("loadConfig", () => {
     [{ TLS_CERT_FILE: "/nonexistent/c.pem", TLS_KEY_FILE: "/nonexistent/k.pem" }, /TLS_CERT_FILE: cannot read/],
     [{ SERVICE_DOMAIN: "Not A Domain" }, /SERVICE_DOMAIN/],
     [{ SHUTDOWN_GRACE_MS: "-1" }, /SHUTDOWN_GRACE_MS must be an integer/],
+    [{ MAX_REQUEST_BYTES: "10" }, /MAX_REQUEST_BYTES must be an integer between 1024 and/],
+    [{ REQUEST_TIMEOUT_MS: "0" }, /REQUEST_TIMEOUT_MS must be an integer between 100 and 3600000/],
+    [{ DATABASE_POOL_SIZE: "0" }, /DATABASE_POOL_SIZE must be an integer between 1 and/],
+    [{ DATABASE_STATEMENT_TIMEOUT_MS: "-1" }, /DATABASE_STATEMENT_TIMEOUT_MS must be an integer between 0 and/],
+    [{ DATABASE_POOL_TIMEOUT_MS: "soon" }, /DATABASE_POOL_TIMEOUT_MS must be an integer/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
@@ -48,6 +56,13 @@ describe("loadConfig", () => {
       issuerUrl: "https://api.example.com",
       allowInsecureLoopbackIssuers: false,
     });
+  });
+
+  it("listens on loopback in development (it prints an owner's token), on every interface in production, unless HOST says", () => {
+    expect(loadConfig({}).host).toBe("127.0.0.1");
+    expect(loadConfig({ SERVER_MODE: "production", ISSUER_URL: "https://api.example.com" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "::1", SERVER_MODE: "production", ISSUER_URL: "https://api.example.com" }).host).toBe("::1");
   });
 
   it("defaults the issuer to this server on localhost, and allows loopback http issuers in development only", () => {

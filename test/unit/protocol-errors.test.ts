@@ -60,18 +60,19 @@ async function bodyOf(res: UniversalServerResponse): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-const options = { serviceDomain: "platform.test", registry, compression: [compressionGzip] };
+const options = { serviceDomain: "platform.test", registry, compression: [compressionGzip], maxRequestBytes: 4 * 1024 * 1024 };
 // What Connect writes for an error of its own: the message encoded as a URI component, no details.
-const message = "message: é/✓ is over 100% of readMaxBytes";
-const connectStatus = { "grpc-status": "8", "grpc-message": encodeURIComponent(message) };
+// (Not RESOURCE_EXHAUSTED: that one, the read limit, is replaced by PAYLOAD_TOO_LARGE; see limits.contract.)
+const message = "deadline: é/✓ is over 100% of the timeout";
+const connectStatus = { "grpc-status": "4", "grpc-message": encodeURIComponent(message) };
 
 function expectCompleted(fields: Headers): void {
-  expect(fields.get("grpc-status")).toBe("8");
-  expect(fields.get("grpc-message")).toBe("message: %C3%A9/%E2%9C%93 is over 100%25 of readMaxBytes");
+  expect(fields.get("grpc-status")).toBe("4");
+  expect(fields.get("grpc-message")).toBe("deadline: %C3%A9/%E2%9C%93 is over 100%25 of the timeout");
   const status = fromBinary(StatusSchema, Buffer.from(fields.get("grpc-status-details-bin")!, "base64"));
   expect(status.message).toBe(message);
   const info = fromBinary(ErrorInfoSchema, status.details[0]!.value);
-  expect(info).toMatchObject({ reason: "RESOURCE_EXHAUSTED", domain: "ping.platform.test" });
+  expect(info).toMatchObject({ reason: "DEADLINE_EXCEEDED", domain: "ping.platform.test" });
 }
 
 describe("withPublicErrors on gRPC", () => {

@@ -108,6 +108,11 @@ export function aborted(description: string, reason = "ABORTED"): ConnectError {
   return new ConnectError(description, Code.Aborted, undefined, [errorInfo(reason)]);
 }
 
+/** The call ran out of time: its deadline (the server's, or a shorter one the client asked for) passed. */
+export function deadlineExceeded(description: string, reason = "DEADLINE_EXCEEDED"): ConnectError {
+  return new ConnectError(description, Code.DeadlineExceeded, undefined, [errorInfo(reason)]);
+}
+
 export function resourceExhausted(description: string, retryAfterMs: number, reason = "RESOURCE_EXHAUSTED"): ConnectError {
   return new ConnectError(description, Code.ResourceExhausted, undefined, [
     errorInfo(reason),

@@ -1,7 +1,7 @@
 // Database errors by SQLSTATE (never by message text): the ones domain code reacts to, and the ones every
 // client may see mapped (fromDatabase). Drivers and Drizzle wrap them; sqlStateOf looks through the cause chain.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { aborted, unavailable } from "./builders.js";
+import { aborted, deadlineExceeded, unavailable } from "./builders.js";
 
 /** SQLSTATE of a database error, looked up through the cause chain (Drizzle wraps driver errors). */
 export function sqlStateOf(err: unknown): string | undefined {
@@ -50,11 +50,19 @@ export const DATABASE_RETRY_MS = 1_000;
  * value: 22021 character_not_in_repertoire), which is the request's fault.
  */
 export function fromDatabase(err: unknown): ConnectError | undefined {
+  // A structured error raised beneath the driver's wrappers (the pool gate's DATABASE_BUSY, db/pool-gate.ts).
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof ConnectError) return e;
+  }
   const state = sqlStateOf(err);
   if (state === "22021") {
     // Which field is not known here: the error boundary adds the ErrorInfo, without a BadRequest.
     return new ConnectError("A text field holds a character that cannot be stored (NUL, U+0000)", Code.InvalidArgument);
   }
+  // query_canceled: a statement ran past statement_timeout (db/client.ts). The call ran out of time, as a
+  // deadline would: DEADLINE_EXCEEDED (504) rather than UNAVAILABLE, which clients retry at once, adding the
+  // same slow statement to a database already slow.
+  if (state === "57014") return deadlineExceeded("A database statement took longer than allowed", "STATEMENT_TIMEOUT");
   if (state === "40001" || state === "40P01") return aborted("The request conflicted with a concurrent change; retry it");
   if (isConnectionError(err)) return unavailable("The database is unavailable; retry later", DATABASE_RETRY_MS, "DATABASE_UNAVAILABLE");
   return undefined;

@@ -1,0 +1,66 @@
+// Every call has a deadline: the server's (requestTimeoutMs), or a shorter one the client asks for with
+// grpc-timeout or connect-timeout-ms (a longer one is capped to the server's). When it passes, the call
+// answers DEADLINE_EXCEEDED at once, whether or not its handler notices: the handler's signal is aborted, and
+// a unit of work still running then rolls back instead of committing (unit-of-work.ts), so a change is never
+// made behind an answer that says the call failed.
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { deadlineExceeded } from "../kernel/errors/index.js";
+
+/**
+ * The deadline interceptor (after the error boundary, before authentication, so the whole call is bounded).
+ * Unary calls only: streams (reflection, health watches) live as long as their client keeps them.
+ */
+export function createDeadline(timeoutMs: number): Interceptor {
+  return (next) => async (req) => {
+    if (req.stream) return next(req);
+    const timer = new AbortController();
+    const timeout = setTimeout(() => timer.abort(deadlineExceeded(`The call did not complete within its deadline of ${timeoutMs} ms`)), timeoutMs);
+    // Aborted by this deadline, the client's (Connect's own timer), or the client going away.
+    const signal = AbortSignal.any([req.signal, timer.signal]);
+    let onAbort: (() => void) | undefined;
+    try {
+      return await Promise.race([
+        next({ ...req, signal }),
+        new Promise<never>((_, reject) => {
+          onAbort = () => reject(timer.signal.aborted ? timer.signal.reason : abortReason(req.signal.reason));
+          if (signal.aborted) onAbort();
+          else signal.addEventListener("abort", onAbort, { once: true });
+        }),
+      ]);
+    } finally {
+      clearTimeout(timeout);
+      if (onAbort) signal.removeEventListener("abort", onAbort);
+    }
+  };
+}
+
+/** Why the client's side cut the call short, as the client sees it. */
+function abortReason(reason: unknown): ConnectError {
+  if (reason instanceof ConnectError) {
+    // Connect's own timer for the client's timeout: a structured error like the server's own.
+    return reason.code === Code.DeadlineExceeded ? deadlineExceeded("The call did not complete within the deadline the client set") : reason;
+  }
+  return new ConnectError("The client canceled the call", Code.Canceled);
+}
+
+const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
+
+/**
+ * Caps the timeout a client asks for (grpc-timeout for gRPC and gRPC-web, connect-timeout-ms for Connect) to
+ * the server's deadline: one at least as long is removed from the request headers before Connect reads them,
+ * so the server's deadline governs the call (Connect would otherwise refuse a timeout above its maximum, or
+ * time out at once past 2^31 ms, Node's timer limit). Malformed values are left for Connect to refuse.
+ */
+export function withClientTimeoutCap(handler: UniversalHandler, maxMs: number): UniversalHandler {
+  const wrapped = (req: UniversalServerRequest) => {
+    const grpc = req.header.get("grpc-timeout");
+    const match = grpc === null ? null : GRPC_TIMEOUT.exec(grpc);
+    if (match && Number(match[1]) * GRPC_UNIT_MS[match[2]!]! >= maxMs) req.header.delete("grpc-timeout");
+    const connect = req.header.get("connect-timeout-ms");
+    if (connect !== null && /^\d{1,10}$/.test(connect) && Number(connect) >= maxMs) req.header.delete("connect-timeout-ms");
+    return handler(req);
+  };
+  return Object.assign(wrapped, handler);
+}

@@ -1,0 +1,137 @@
+// Every call has a deadline: the server's (requestTimeoutMs), or a shorter one the client sets, a longer one
+// being capped to the server's. A handler that does not notice still answers DEADLINE_EXCEEDED, with
+// ErrorInfo, on every protocol; and a mutation cut short by its deadline is rolled back, never committed
+// behind that answer.
+import http2 from "node:http2";
+import { fromBinary } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
+import { eq } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
+import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+import { outboxEvents } from "../../src/db/schema/outbox.js";
+import { bindPartial } from "../../src/server/bindings.js";
+import { assertError, call, protocols } from "./harness.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { seedWorld, type World } from "../support/world.js";
+
+/** The server's deadline here. */
+const DEADLINE_MS = 1500;
+/** How long a stalled handler takes: well past the deadline. */
+const STALL_MS = 20_000;
+
+let server: TestServer;
+let world: World;
+const stalls = new Set<NodeJS.Timeout>();
+
+/** Waits, ignoring the call's signal (as a handler stuck in a slow dependency would). */
+function stall(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(() => {
+      stalls.delete(t);
+      resolve();
+    }, ms);
+    stalls.add(t);
+  });
+}
+
+beforeAll(async () => {
+  server = await startTestServer({
+    limits: { requestTimeoutMs: DEADLINE_MS },
+    overrides: [
+      // Ping stalls for as long as x-test-stall-ms says.
+      bindPartial(PingService, {
+        async ping(_req, ctx) {
+          await stall(Number(ctx.requestHeader.get("x-test-stall-ms") ?? "0"));
+          return { response: "pong" };
+        },
+      }),
+      // CreateRepo answers after its deadline: the unit of work has recorded its event by then.
+      bindPartial(ReposService, {
+        async createRepo(req) {
+          await stall(DEADLINE_MS + 500);
+          return { uid: `${req.parent}/0123456789abcdef`, name: req.repo?.name ?? "" };
+        },
+      }),
+    ],
+  });
+  world = await seedWorld(server, "deadline");
+});
+afterAll(async () => {
+  for (const t of stalls) clearTimeout(t);
+  await server?.close();
+});
+
+describe("the server's deadline", () => {
+  it.each(protocols)("%s: a handler that stalls answers DEADLINE_EXCEEDED with ErrorInfo", async (protocol) => {
+    const out = await call(protocol, server.baseUrl, PingService.method.ping, {}, { "x-test-stall-ms": String(STALL_MS) });
+    expect(out.error, "an error, not a response").toBeDefined();
+    assertError(protocol, out.error!, { code: Code.DeadlineExceeded, reason: "DEADLINE_EXCEEDED", message: /deadline of 1500 ms/ });
+  });
+
+  it("a mutation past its deadline is rolled back: its event is not in the outbox", async () => {
+    const out = await call("connect-json", server.baseUrl, ReposService.method.createRepo, { parent: world.org, repo: { name: "late" } }, world.auth("owner"));
+    expect(out.error?.code).toBe(Code.DeadlineExceeded);
+    // The handler finishes after the answer; give its transaction the time to end, then look.
+    await new Promise((r) => setTimeout(r, 1500));
+    const events = await server.database.db.select().from(outboxEvents).where(eq(outboxEvents.subject, `${world.org}/0123456789abcdef`));
+    expect(events).toEqual([]);
+  });
+});
+
+/** A raw gRPC call to Ping with the given headers: its trailers' status, message and ErrorInfo reason. */
+async function grpcPing(headers: http2.OutgoingHttpHeaders) {
+  const session = http2.connect(server.baseUrl);
+  try {
+    const fields = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+      const stream = session.request({ ":method": "POST", ":path": "/chainguard.platform.ping.v2.PingService/Ping", "content-type": "application/grpc+proto", te: "trailers", ...headers });
+      let got: http2.IncomingHttpHeaders = {};
+      stream.on("response", (h) => (got = h));
+      stream.on("trailers", (t) => (got = { ...got, ...t }));
+      stream.on("end", () => resolve(got));
+      stream.on("error", reject);
+      stream.resume();
+      stream.end(Buffer.alloc(5)); // an empty message
+    });
+    const details = fields["grpc-status-details-bin"];
+    const status = details ? fromBinary(StatusSchema, Buffer.from(String(details), "base64")) : undefined;
+    const info = status?.details.find((d) => d.typeUrl.endsWith(ErrorInfoSchema.typeName));
+    return { status: fields["grpc-status"], message: status?.message, reason: info ? fromBinary(ErrorInfoSchema, info.value).reason : undefined };
+  } finally {
+    session.close();
+  }
+}
+
+describe("the client's deadline", () => {
+  it("gRPC: a shorter grpc-timeout is honoured, answered by the server with ErrorInfo", async () => {
+    const got = await grpcPing({ "grpc-timeout": "200m", "x-test-stall-ms": String(STALL_MS) });
+    expect(got).toMatchObject({ status: "4", reason: "DEADLINE_EXCEEDED", message: expect.stringMatching(/deadline the client set/) });
+  });
+
+  it("Connect: a shorter connect-timeout-ms is honoured", async () => {
+    const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-timeout-ms": "200", "x-test-stall-ms": String(STALL_MS) },
+      body: "{}",
+    });
+    const body = (await res.json()) as { code: string; message: string };
+    expect(body).toMatchObject({ code: "deadline_exceeded", message: expect.stringMatching(/deadline the client set/) });
+  });
+
+  it.each([["99999999H"], ["2400000S"]])("gRPC: a longer grpc-timeout (%s) is capped to the server's, not refused", async (timeout) => {
+    expect(await grpcPing({ "grpc-timeout": timeout, "x-test-stall-ms": "200" })).toMatchObject({ status: "0" });
+    const late = await grpcPing({ "grpc-timeout": timeout, "x-test-stall-ms": String(STALL_MS) });
+    expect(late).toMatchObject({ status: "4", message: expect.stringMatching(/deadline of 1500 ms/) });
+  });
+
+  it("Connect: a longer connect-timeout-ms is capped to the server's", async () => {
+    const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-timeout-ms": "9999999999", "x-test-stall-ms": "200" },
+      body: "{}",
+    });
+    expect(res.status).toBe(200);
+  });
+});
