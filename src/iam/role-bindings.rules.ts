@@ -5,15 +5,13 @@
 //   random 160-bit value that the person hands over to be added, as with an invite), or one that lives
 //   inside the same organization (root group) as the group of the binding and within the caller's scopes
 //   for CAP_IAM_IDENTITY_LIST. Anything else, an identity of another organization included, gets the very
-//   answer a uid naming nothing gets (NO_IDENTITY on the field), so a caller cannot tell a foreign identity
-//   from an unknown one, and nothing of a foreign identity is ever echoed.
+//   answer a uid naming nothing gets: NOT_FOUND naming that uid as an Identity, so a caller cannot tell a
+//   foreign identity from an unknown one, and nothing of a foreign identity is ever echoed.
 // - The role must be a managed role (no '/') or a custom role defined on the binding's group or on one of
 //   its ancestors: a role defined elsewhere means nothing there.
-// - Anything the request names in its body that cannot be used (malformed, not bindable here, or not
-//   existing) is INVALID_ARGUMENT with a field violation on that field, also for references that do not
-//   exist: the error then names the field (and, in a batch, the item), which NOT_FOUND could not; and an
-//   identity or role of another organization is never reported as existing or not. NOT_FOUND is kept for
-//   what the request addresses: the parent group, or the binding itself.
+// - A role or identity uid that is malformed, and a role that is not bindable here or does not exist, is
+//   INVALID_ARGUMENT with a field violation on that field (in a batch, the item's). A role of another
+//   organization is never reported as existing or not.
 import type { FieldViolation } from "../kernel/errors/index.js";
 import { isRootUid, isValidUid, isWithin, parentOf } from "../kernel/uidp.js";
 
@@ -24,9 +22,6 @@ export interface BindingTarget {
   /** Field path of the RoleBinding message in the request: "role_binding" or "requests[3].role_binding". */
   field: string;
 }
-
-/** What a binding's identity_uid that names no identity the caller may bind is told: unknown and foreign alike. */
-export const NO_IDENTITY = "does not name an existing identity";
 
 /** The organization (root group) a uid lives in. */
 export function organizationOf(uid: string): string {
@@ -39,9 +34,6 @@ export function targetViolations(t: BindingTarget, group: string): FieldViolatio
   const identityField = `${t.field}.identity_uid`;
   if (t.identityUid === "") out.push({ field: identityField, description: "is required" });
   else if (!isValidUid(t.identityUid)) out.push({ field: identityField, description: "is not a valid uid" });
-  else if (!isRootUid(t.identityUid) && organizationOf(t.identityUid) !== organizationOf(group)) {
-    out.push({ field: identityField, description: NO_IDENTITY });
-  }
   const roleField = `${t.field}.role_uid`;
   if (t.roleUid === "") out.push({ field: roleField, description: "is required" });
   else if (!isValidUid(t.roleUid)) out.push({ field: roleField, description: "is not a valid uid" });
@@ -64,16 +56,16 @@ export function repeatViolations(targets: readonly BindingTarget[]): FieldViolat
   return out;
 }
 
-/** Violations for targets whose identity (among those the caller may bind) or role was not found. */
-export function existenceViolations(
-  targets: readonly BindingTarget[],
-  identities: ReadonlySet<string>,
-  roles: ReadonlySet<string>,
-): FieldViolation[] {
-  const out: FieldViolation[] = [];
-  for (const t of targets) {
-    if (!identities.has(t.identityUid)) out.push({ field: `${t.field}.identity_uid`, description: NO_IDENTITY });
-    if (!roles.has(t.roleUid)) out.push({ field: `${t.field}.role_uid`, description: "does not name an existing role" });
-  }
-  return out;
+/**
+ * The first identity of the targets the caller may not bind on `group` (`bindable`: those it can see): one
+ * of another organization, or one that is unknown or outside the caller's sight. Undefined when all may be.
+ */
+export function unbindableIdentity(targets: readonly BindingTarget[], group: string, bindable: ReadonlySet<string>): string | undefined {
+  const foreign = (uid: string) => !isRootUid(uid) && organizationOf(uid) !== organizationOf(group);
+  return targets.find((t) => foreign(t.identityUid) || !bindable.has(t.identityUid))?.identityUid;
+}
+
+/** Violations for targets whose role was not found. */
+export function missingRoleViolations(targets: readonly BindingTarget[], roles: ReadonlySet<string>): FieldViolation[] {
+  return targets.flatMap((t) => (roles.has(t.roleUid) ? [] : [{ field: `${t.field}.role_uid`, description: "does not name an existing role" }]));
 }

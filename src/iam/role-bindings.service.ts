@@ -24,6 +24,7 @@ import {
   RoleBindingsService,
 } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { accessOf, listScopesOf } from "../kernel/auth/index.js";
 import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
@@ -33,7 +34,7 @@ import { isValidUid, parentOf } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { createGroupStore } from "./groups.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
-import { existenceViolations, repeatViolations, targetViolations, type BindingTarget } from "./role-bindings.rules.js";
+import { missingRoleViolations, repeatViolations, targetViolations, unbindableIdentity, type BindingTarget } from "./role-bindings.rules.js";
 import { createRoleBindingStore } from "./role-bindings.store.js";
 import { requireNoEscalation } from "./roles.rules.js";
 import { createRoleStore } from "./roles.store.js";
@@ -66,8 +67,11 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
   const checkTargets = async (ctx: HandlerContext, held: ReadonlySet<number>, group: string, targets: readonly BindingTarget[]) => {
     const visible = await accessOf(ctx).visibleScopes([Capability.CAP_IAM_IDENTITY_LIST]);
     const identities = await bindings(ctx).bindableIdentities(targets.map((t) => t.identityUid), visible);
+    // Unknown, foreign and unseen identities alike: the same NOT_FOUND, nothing of the identity echoed.
+    const unbindable = unbindableIdentity(targets, group, identities);
+    if (unbindable !== undefined) throw notFound(IdentitySchema.typeName, unbindable);
     const found = new Map((await roles(ctx).findShared(targets.map((t) => t.roleUid))).map((r) => [r.uid, r]));
-    throwIfAny(existenceViolations(targets, identities, new Set(found.keys())));
+    throwIfAny(missingRoleViolations(targets, new Set(found.keys())));
     for (const t of targets) {
       const what = targets.length > 1 ? `${t.field} (role ${JSON.stringify(t.roleUid)})` : `binding role ${JSON.stringify(t.roleUid)}`;
       requireNoEscalation(held, found.get(t.roleUid)!.capabilities, group, what);

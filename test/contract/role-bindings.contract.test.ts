@@ -6,6 +6,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingSchema, RoleBindingsService, type RoleBinding } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { BadRequestSchema, ResourceInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -44,6 +45,11 @@ const freshChild = () => childPool.shift()!;
 
 const teamAdmin = () => ({ authorization: `Bearer ${teamAdminToken}` });
 const as = (w: () => World, caller: Caller) => () => w().auth(caller);
+/** The NOT_FOUND of an identity a binding may not name (unknown, foreign or unseen alike). */
+const identityNotFound = (uid?: string) => ({
+  schema: ResourceInfoSchema,
+  value: { resourceType: IdentitySchema.typeName, ...(uid === undefined ? {} : { resourceName: uid }) },
+});
 const violation = (field: string, description?: unknown) => ({
   schema: BadRequestSchema,
   value: { fieldViolations: [description === undefined ? { field } : { field, description }] },
@@ -205,11 +211,11 @@ runContractCases("RoleBindingsService.CreateRoleBinding", () => server.baseUrl, 
     },
   }),
   contractCase({
-    name: "an identity of another organization: the answer an unknown uid gets (INVALID_ARGUMENT on role_binding.identity_uid)",
+    name: "an identity of another organization: the answer an unknown uid gets (NOT_FOUND naming the uid)",
     method: RoleBindingsService.method.createRoleBinding,
     request: () => ({ parent: world.team, roleBinding: { identityUid: foreign.identity.confined, roleUid: viewerRole } }),
     headers: as(() => world, "owner"),
-    error: { code: Code.InvalidArgument, details: [violation("role_binding.identity_uid", "does not name an existing identity")] },
+    error: { code: Code.NotFound, details: [identityNotFound()] },
   }),
   contractCase({
     name: "an identity of the organization outside the caller's scopes: the answer an unknown uid gets",
@@ -217,14 +223,14 @@ runContractCases("RoleBindingsService.CreateRoleBinding", () => server.baseUrl, 
     // `confined` is an owner of the organization confined to team: identities under other are not its to see.
     request: () => ({ parent: world.team, roleBinding: { identityUid: freshChild(), roleUid: pullRole } }),
     headers: as(() => world, "confined"),
-    error: { code: Code.InvalidArgument, details: [violation("role_binding.identity_uid", "does not name an existing identity")] },
+    error: { code: Code.NotFound, details: [{ schema: ResourceInfoSchema, value: { resourceType: IdentitySchema.typeName } }] },
   }),
   contractCase({
-    name: "an identity that does not exist: INVALID_ARGUMENT on role_binding.identity_uid",
+    name: "an identity that does not exist: NOT_FOUND naming the uid",
     method: RoleBindingsService.method.createRoleBinding,
     request: () => ({ parent: world.team, roleBinding: { identityUid: "ffffffffffffffffffffffffffffffffffffffff", roleUid: viewerRole } }),
     headers: as(() => world, "owner"),
-    error: { code: Code.InvalidArgument, details: [violation("role_binding.identity_uid", "does not name an existing identity")] },
+    error: { code: Code.NotFound, details: [identityNotFound("ffffffffffffffffffffffffffffffffffffffff")] },
   }),
   contractCase({
     name: "a custom role of a group beneath the parent: INVALID_ARGUMENT on role_binding.role_uid",
@@ -439,7 +445,7 @@ describe.each(protocols)("RoleBindingsService: an identity of another organizati
     const got = await answer(method, stranger);
     expect(got).toBe(await answer(method, unknownThere));
     expect(got).toBe(await answer(method, unknownHere));
-    expect(got).toMatch(/INVALID_ARGUMENT|"code":3/);
+    expect(got).toMatch(/"code":5/);
     for (const secret of ["foreign person", "foreign.person@example.test", `sub-${stranger}`]) expect(got).not.toContain(secret);
   });
 });
