@@ -16,8 +16,9 @@
 // a leak, not data. (The outbox keeps one row per write: it grows in the database, not in the server.)
 //
 // Every interval: requests, req/s, p50 and p99 of the calls that ended in it, errors, and the server's RSS
-// (VmRSS of the node process serving, from /proc). Memory drift compares the first sample taken after the
-// warm-up with the last one, taken as the load stops.
+// (VmRSS of the node process serving, from /proc). Memory drift compares the mean RSS of the first third of
+// the samples taken after the warm-up with the mean of the last third: one sample swings by tens of MB with
+// garbage collection, a third of the run does not.
 import { loadavg } from "node:os";
 import type { DescMethodUnary, MessageInitShape, MessageShape, DescMessage } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
@@ -279,17 +280,21 @@ function printSummary(opts: SoakOptions, tally: Tally, run: { elapsed: number; r
   for (const [k, n] of errors) console.log(`  ${k}: ${n} (first: ${tally.samples.get(k)?.slice(0, 200)})`);
 
   const counted = tally.intervals.filter((i) => i.at >= opts.warmupSeconds);
-  const first = counted[0];
-  const last = tally.intervals[tally.intervals.length - 1]!;
   console.log(`\nserver RSS: ${mb(run.idleRss)} MB idle before the load`);
-  if (first && first !== last) {
-    const drift = ((last.rss - first.rss) / first.rss) * 100;
+  if (counted.length >= 3) {
+    const third = Math.floor(counted.length / 3);
+    const mean = (xs: readonly { rss: number }[]) => xs.reduce((a, x) => a + x.rss, 0) / xs.length;
+    const early = mean(counted.slice(0, third));
+    const late = mean(counted.slice(-third));
+    const drift = ((late - early) / early) * 100;
+    const first = counted[0]!;
+    const last = counted[counted.length - 1]!;
     console.log(
-      `server RSS after the ${opts.warmupSeconds}s warm-up: ${mb(first.rss)} MB at ${first.at.toFixed(0)} s, ${mb(last.rss)} MB at ${last.at.toFixed(0)} s ` +
-        `(the end): drift ${drift >= 0 ? "+" : ""}${drift.toFixed(1)}% (goal: under 10%); ` +
-        `min ${mb(Math.min(...counted.map((i) => i.rss)))} MB, max ${mb(Math.max(...counted.map((i) => i.rss)))} MB`,
+      `server RSS after the ${opts.warmupSeconds}s warm-up: mean ${mb(early)} MB over the first third of the samples, ${mb(late)} MB over the last ` +
+        `third: drift ${drift >= 0 ? "+" : ""}${drift.toFixed(1)}% (goal: under 10%); first sample ${mb(first.rss)} MB at ${first.at.toFixed(0)} s, ` +
+        `last ${mb(last.rss)} MB at ${last.at.toFixed(0)} s; min ${mb(Math.min(...counted.map((i) => i.rss)))} MB, max ${mb(Math.max(...counted.map((i) => i.rss)))} MB`,
     );
   } else {
-    console.log(`no memory drift: the run is too short for a sample after the ${opts.warmupSeconds}s warm-up and another at the end`);
+    console.log(`no memory drift: the run is too short for three samples after the ${opts.warmupSeconds}s warm-up`);
   }
 }
