@@ -2,18 +2,16 @@
 // being capped to the server's. A handler that does not notice still answers DEADLINE_EXCEEDED, with
 // ErrorInfo, on every protocol; and a mutation cut short by its deadline is rolled back, never committed
 // behind that answer.
-import http2 from "node:http2";
-import { fromBinary } from "@bufbuild/protobuf";
+import type http2 from "node:http2";
 import { Code } from "@connectrpc/connect";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { outboxEvents } from "../../src/db/schema/outbox.js";
 import { bindPartial } from "../../src/server/bindings.js";
 import { assertError, call, protocols } from "./harness.js";
+import { rawGrpc } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
@@ -83,25 +81,8 @@ describe("the server's deadline", () => {
 
 /** A raw gRPC call to Ping with the given headers: its trailers' status, message and ErrorInfo reason. */
 async function grpcPing(headers: http2.OutgoingHttpHeaders) {
-  const session = http2.connect(server.baseUrl);
-  try {
-    const fields = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-      const stream = session.request({ ":method": "POST", ":path": "/chainguard.platform.ping.v2.PingService/Ping", "content-type": "application/grpc+proto", te: "trailers", ...headers });
-      let got: http2.IncomingHttpHeaders = {};
-      stream.on("response", (h) => (got = h));
-      stream.on("trailers", (t) => (got = { ...got, ...t }));
-      stream.on("end", () => resolve(got));
-      stream.on("error", reject);
-      stream.resume();
-      stream.end(Buffer.alloc(5)); // an empty message
-    });
-    const details = fields["grpc-status-details-bin"];
-    const status = details ? fromBinary(StatusSchema, Buffer.from(String(details), "base64")) : undefined;
-    const info = status?.details.find((d) => d.typeUrl.endsWith(ErrorInfoSchema.typeName));
-    return { status: fields["grpc-status"], message: status?.message, reason: info ? fromBinary(ErrorInfoSchema, info.value).reason : undefined };
-  } finally {
-    session.close();
-  }
+  const { status, details, reason } = await rawGrpc(server.baseUrl, "/chainguard.platform.ping.v2.PingService/Ping", Buffer.alloc(5), headers); // an empty message
+  return { status, message: details?.message, reason };
 }
 
 describe("the client's deadline", () => {

@@ -1,12 +1,13 @@
 // Limits every request meets, whatever its protocol: the largest request body, counted after decompression
 // too (a few KiB of gzip must not inflate into gigabytes in the server), and the HTTP status of requests the
 // protocol layer cannot read (400 with a structured error, never 500).
-import http2 from "node:http2";
+import type http2 from "node:http2";
 import { brotliCompressSync, constants as zlibConstants, gzipSync } from "node:zlib";
 import { fromBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+import { grpcWebTrailer, rawGrpc } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /** The limit the server runs with here: small, so a bomb proving it stays small too. */
@@ -36,51 +37,20 @@ function envelope(data: Uint8Array, compressed: boolean): Buffer {
   return Buffer.concat([head, data]);
 }
 
-interface GrpcAnswer {
-  status: string | undefined;
-  reason: string | undefined;
-}
-
 /** A gRPC call over HTTP/2 with a raw body: the status and the ErrorInfo reason of its trailers. */
-async function grpcCall(path: string, body: Buffer, headers: http2.OutgoingHttpHeaders = {}): Promise<GrpcAnswer> {
-  const session = http2.connect(server.baseUrl);
-  try {
-    const fields = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-      const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...headers });
-      let got: http2.IncomingHttpHeaders = {};
-      stream.on("response", (h) => (got = h));
-      stream.on("trailers", (t) => (got = { ...got, ...t }));
-      stream.on("end", () => resolve(got));
-      stream.on("error", reject);
-      stream.resume();
-      stream.end(body);
-    });
-    const details = fields["grpc-status-details-bin"];
-    const status = details ? fromBinary(StatusSchema, Buffer.from(String(details), "base64")) : undefined;
-    const info = status?.details.find((d) => d.typeUrl.endsWith(ErrorInfoSchema.typeName));
-    return { status: fields["grpc-status"] as string | undefined, reason: info ? fromBinary(ErrorInfoSchema, info.value).reason : undefined };
-  } finally {
-    session.close();
-  }
+async function grpcCall(path: string, body: Buffer, headers: http2.OutgoingHttpHeaders = {}): Promise<{ status: string | undefined; reason: string | undefined }> {
+  const { status, reason } = await rawGrpc(server.baseUrl, path, body, headers);
+  return { status, reason };
 }
 
-/** A gRPC-web call: the fields of its trailer frame. */
+/** A gRPC-web call: the fields of its trailer frame, then its response headers. */
 async function grpcWebCall(path: string, body: Buffer, headers: Record<string, string> = {}): Promise<Record<string, string>> {
   const res = await fetch(`${server.baseUrl}${path}`, {
     method: "POST",
     headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", ...headers },
     body,
   });
-  const bytes = new Uint8Array(await res.arrayBuffer());
-  let offset = 0;
-  let trailer = "";
-  while (offset + 5 <= bytes.length) {
-    const length = new DataView(bytes.buffer, bytes.byteOffset + offset + 1, 4).getUint32(0);
-    if (bytes[offset]! & 0x80) trailer = Buffer.from(bytes.subarray(offset + 5, offset + 5 + length)).toString();
-    offset += 5 + length;
-  }
-  const fields: Record<string, string> = {};
-  for (const line of trailer.split("\r\n").filter(Boolean)) fields[line.slice(0, line.indexOf(":")).toLowerCase()] = line.slice(line.indexOf(":") + 1).trim();
+  const fields = grpcWebTrailer(new Uint8Array(await res.arrayBuffer()));
   for (const [name, value] of res.headers) fields[name] ??= value;
   return fields;
 }

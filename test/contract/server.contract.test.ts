@@ -2,7 +2,6 @@
 // raised by the protocol layer itself (before any handler) still carrying ErrorInfo, refusals with a bare
 // HTTP status (wrong method, content type, HTTP version) included.
 import { execFile } from "node:child_process";
-import http2 from "node:http2";
 import { promisify } from "node:util";
 import { fromBinary, type JsonObject } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
@@ -11,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/health/v1/health_pb.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+import { grpcWebTrailer, rawGrpc } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld } from "../support/world.js";
 
@@ -129,33 +129,14 @@ describe("errors raised by the protocol layer", () => {
   });
 
   it("gRPC: an undecodable message is INVALID_ARGUMENT with grpc-status-details-bin carrying ErrorInfo", async () => {
-    const session = http2.connect(server.baseUrl);
-    try {
-      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-        const stream = session.request({
-          ":method": "POST",
-          ":path": "/chainguard.platform.ping.v2.PingService/Ping",
-          "content-type": "application/grpc+proto",
-          te: "trailers",
-        });
-        let headers: http2.IncomingHttpHeaders = {};
-        stream.on("response", (h) => (headers = h));
-        stream.on("trailers", (t) => (headers = { ...headers, ...t }));
-        stream.on("end", () => resolve(headers));
-        stream.on("error", reject);
-        stream.resume();
-        // a frame announcing 3 bytes of a message that is not valid protobuf (field 0)
-        stream.end(Buffer.from([0, 0, 0, 0, 3, 0x00, 0xff, 0xff]));
-      });
-      expect(trailers["grpc-status"]).toBe("3");
-      const status = fromBinary(StatusSchema, Buffer.from(String(trailers["grpc-status-details-bin"]), "base64"));
-      expect(status.details.map((d) => d.typeUrl)).toEqual([
-        `type.googleapis.com/${ErrorInfoSchema.typeName}`,
-        `type.googleapis.com/${BadRequestSchema.typeName}`,
-      ]);
-    } finally {
-      session.close();
-    }
+    // a frame announcing 3 bytes of a message that is not valid protobuf (field 0)
+    const { fields: trailers } = await rawGrpc(server.baseUrl, "/chainguard.platform.ping.v2.PingService/Ping", Buffer.from([0, 0, 0, 0, 3, 0x00, 0xff, 0xff]));
+    expect(trailers["grpc-status"]).toBe("3");
+    const status = fromBinary(StatusSchema, Buffer.from(String(trailers["grpc-status-details-bin"]), "base64"));
+    expect(status.details.map((d) => d.typeUrl)).toEqual([
+      `type.googleapis.com/${ErrorInfoSchema.typeName}`,
+      `type.googleapis.com/${BadRequestSchema.typeName}`,
+    ]);
   });
 });
 
@@ -167,16 +148,8 @@ describe("errors raised by the protocol layer, gRPC-web", () => {
       body: Buffer.from([0, 0, 0, 0, 3, 0x00, 0xff, 0xff]),
     });
     expect(res.status).toBe(200);
-    const bytes = new Uint8Array(await res.arrayBuffer());
-    // the last frame is the trailer (flag 0x80): "key: value\r\n" lines
-    let offset = 0;
-    let trailer = "";
-    while (offset + 5 <= bytes.length) {
-      const length = new DataView(bytes.buffer, bytes.byteOffset + offset + 1, 4).getUint32(0);
-      if (bytes[offset]! & 0x80) trailer = Buffer.from(bytes.subarray(offset + 5, offset + 5 + length)).toString();
-      offset += 5 + length;
-    }
-    const fields = Object.fromEntries(trailer.split("\r\n").filter(Boolean).map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+    // the last frame is the trailer (flag 0x80)
+    const fields = grpcWebTrailer(new Uint8Array(await res.arrayBuffer()));
     expect(fields["grpc-status"]).toBe("3");
     const status = fromBinary(StatusSchema, Buffer.from(fields["grpc-status-details-bin"]!, "base64"));
     expect(status.details.map((d) => d.typeUrl)).toEqual([
