@@ -3,7 +3,6 @@
 // errors are mapped by SQLSTATE; methods no domain implements yet answer UNIMPLEMENTED. Messages arrive
 // verbatim, whatever they contain: grpc-message is percent-encoded as the gRPC protocol says, which a
 // grpc-js client decodes.
-import http2 from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { Client, credentials, Metadata, status as grpcStatus, type ServiceError } from "@grpc/grpc-js";
@@ -21,6 +20,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
 import { bindPartial } from "../../src/server/bindings.js";
+import { grpcFrame, rawGrpc } from "../support/raw-rpc.js";
 
 // A message with what a header value cannot carry as it is: `:`, `/`, `%` and characters beyond ASCII.
 const verbatim = "must look like sha256:<hex>/tag, 100% sure: é ✓";
@@ -176,35 +176,16 @@ describe("grpc-message, as gRPC clients read it", () => {
   });
 
   it("gRPC: the trailer is percent-encoded as the protocol says", async () => {
-    const session = http2.connect(server.baseUrl);
-    try {
-      const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...owner() });
-        stream.on("trailers", resolve);
-        stream.on("error", reject);
-        stream.resume();
-        const message = request();
-        const frame = Buffer.alloc(5 + message.byteLength);
-        frame.writeUInt32BE(message.byteLength, 1);
-        frame.set(message, 5);
-        stream.end(frame);
-      });
-      expect(trailers["grpc-status"]).toBe("3");
-      expect(trailers["grpc-message"]).toBe(verbatimGrpcMessage);
-    } finally {
-      session.close();
-    }
+    const { fields: trailers } = await rawGrpc(server.baseUrl, path, grpcFrame(request()), { "content-type": "application/grpc", ...owner() });
+    expect(trailers["grpc-status"]).toBe("3");
+    expect(trailers["grpc-message"]).toBe(verbatimGrpcMessage);
   });
 
   it("gRPC-web: the trailer frame is percent-encoded as the protocol says", async () => {
-    const message = request();
-    const frame = Buffer.alloc(5 + message.byteLength);
-    frame.writeUInt32BE(message.byteLength, 1);
-    frame.set(message, 5);
     const res = await fetch(server.baseUrl + path, {
       method: "POST",
       headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", ...owner() },
-      body: frame,
+      body: grpcFrame(request()),
     });
     const bytes = Buffer.from(await res.arrayBuffer());
     expect(bytes[0]).toBe(0x80); // an error before any message: the trailer frame alone

@@ -7,7 +7,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
-import { grpcWebTrailer, rawGrpc } from "../support/raw-rpc.js";
+import { grpcFrame, grpcWebTrailer, rawGrpc } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /** The limit the server runs with here: small, so a bomb proving it stays small too. */
@@ -28,14 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
 });
-
-/** A gRPC length-prefixed message: [flags][length][data]. */
-function envelope(data: Uint8Array, compressed: boolean): Buffer {
-  const head = Buffer.alloc(5);
-  head[0] = compressed ? 1 : 0;
-  head.writeUInt32BE(data.byteLength, 1);
-  return Buffer.concat([head, data]);
-}
 
 /** A gRPC call over HTTP/2 with a raw body: the status and the ErrorInfo reason of its trailers. */
 async function grpcCall(path: string, body: Buffer, headers: http2.OutgoingHttpHeaders = {}): Promise<{ status: string | undefined; reason: string | undefined }> {
@@ -89,17 +81,17 @@ describe("a request body is limited, after decompression too", () => {
   });
 
   it("gRPC: a compressed message inflating past the limit is RESOURCE_EXHAUSTED", async () => {
-    const got = await grpcCall(PING, envelope(bomb, true), { "grpc-encoding": "gzip" });
+    const got = await grpcCall(PING, grpcFrame(bomb, true), { "grpc-encoding": "gzip" });
     expect(got).toEqual({ status: "8", reason: "PAYLOAD_TOO_LARGE" });
   });
 
   it("gRPC: a message over the limit is RESOURCE_EXHAUSTED", async () => {
-    const got = await grpcCall(PING, envelope(Buffer.alloc(LIMIT + 1), false));
+    const got = await grpcCall(PING, grpcFrame(Buffer.alloc(LIMIT + 1), false));
     expect(got).toEqual({ status: "8", reason: "PAYLOAD_TOO_LARGE" });
   });
 
   it("gRPC-web: a compressed message inflating past the limit is RESOURCE_EXHAUSTED", async () => {
-    const fields = await grpcWebCall(PING, envelope(bomb, true), { "grpc-encoding": "gzip" });
+    const fields = await grpcWebCall(PING, grpcFrame(bomb, true), { "grpc-encoding": "gzip" });
     expect(fields["grpc-status"]).toBe("8");
     const status = fromBinary(StatusSchema, Buffer.from(fields["grpc-status-details-bin"]!, "base64"));
     expect(fromBinary(ErrorInfoSchema, status.details[0]!.value).reason).toBe("PAYLOAD_TOO_LARGE");
@@ -146,7 +138,7 @@ describe("a request the protocol layer cannot read is 400 with a structured erro
   });
 
   it.each(undecompressable)("gRPC: a %s message, %s, is INVALID_ARGUMENT", async (encoding, _what, body) => {
-    const got = await grpcCall(PING, envelope(body, true), { "grpc-encoding": encoding });
+    const got = await grpcCall(PING, grpcFrame(body, true), { "grpc-encoding": encoding });
     expect(got).toEqual({ status: "3", reason: "INVALID_ARGUMENT" });
   });
 });

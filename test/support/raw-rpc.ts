@@ -16,6 +16,14 @@ export interface GrpcAnswer {
   reason: string | undefined;
 }
 
+/** A gRPC length-prefixed message: [flags][length][data], flagged compressed when said. */
+export function grpcFrame(data: Uint8Array, compressed = false): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = compressed ? 1 : 0;
+  head.writeUInt32BE(data.byteLength, 1);
+  return Buffer.concat([head, data]);
+}
+
 /** A gRPC call over HTTP/2 (prior knowledge) with a raw body (frames included). */
 export async function rawGrpc(baseUrl: string, path: string, body: Uint8Array, headers: http2.OutgoingHttpHeaders = {}): Promise<GrpcAnswer> {
   const session = http2.connect(baseUrl);
