@@ -48,6 +48,11 @@ export function outermost(scopes: Iterable<string>): string[] {
   return out.sort();
 }
 
+/** PERMISSION_DENIED for a caller without the capabilities a method needs on `uid`. */
+function lacksCapabilities(uid: string) {
+  return permissionDenied(`Permission denied: the caller lacks the capabilities this method needs on ${JSON.stringify(uid)}`);
+}
+
 export function createAccess(principal: Principal, bindings: readonly Binding[]): Access {
   const grants: Grant[] = bindings.flatMap((b) => {
     const scope = effectiveScope(b.groupUid, principal.homeGroup);
@@ -72,7 +77,7 @@ export function createAccess(principal: Principal, bindings: readonly Binding[])
     holds,
     async require(uid, capabilities) {
       if (!(await holds(uid, capabilities))) {
-        throw permissionDenied(`Permission denied: the caller lacks the capabilities this method needs on ${JSON.stringify(uid)}`);
+        throw lacksCapabilities(uid);
       }
     },
     async visibleScopes(capabilities) {
@@ -154,7 +159,7 @@ export function createCandidateAccess(candidates: readonly Authenticated[]): Acc
     holds,
     async require(uid, capabilities) {
       if (!(await holds(uid, capabilities))) {
-        throw permissionDenied(`Permission denied: the caller lacks the capabilities this method needs on ${JSON.stringify(uid)}`);
+        throw lacksCapabilities(uid);
       }
     },
     async visibleScopes(capabilities) {
