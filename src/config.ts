@@ -60,6 +60,13 @@ export interface Config {
   };
 }
 
+/** The defaults of the limits, read by the code that applies them as well (app.ts, db/client.ts). */
+export const DEFAULT_LIMITS = {
+  maxRequestBytes: 4 * 1024 * 1024,
+  requestTimeoutMs: 30_000,
+  databasePool: { max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 },
+} as const;
+
 export class ConfigError extends Error {}
 
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
@@ -127,12 +134,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     externalAudiences,
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
-    maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, 30_000, 100, 3_600_000),
+    maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, DEFAULT_LIMITS.maxRequestBytes, 1024, 1024 * 1024 * 1024),
+    requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, DEFAULT_LIMITS.requestTimeoutMs, 100, 3_600_000),
     databasePool: {
-      max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, 10, 1, 1000),
-      statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, 10_000, 0, 3_600_000),
-      acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, 5_000, 1, 600_000),
+      max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, DEFAULT_LIMITS.databasePool.max, 1, 1000),
+      statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.statementTimeoutMs, 0, 3_600_000),
+      acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.acquireTimeoutMs, 1, 600_000),
     },
   };
 }

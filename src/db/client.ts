@@ -8,6 +8,7 @@ import type { Sql } from "postgres";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
+import { DEFAULT_LIMITS } from "../config.js";
 import { log } from "../kernel/log.js";
 
 export type Schema = typeof schema;
@@ -63,13 +64,13 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   // call answers UNAVAILABLE, kernel/errors/sqlstate.ts) instead of postgres.js's default 30 s, and idle
   // connections are closed after a while so a pool does not keep sockets a network change has killed.
   const options = { onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S, idle_timeout: IDLE_TIMEOUT_S };
-  const max = opts.max ?? 10;
+  const max = opts.max ?? DEFAULT_LIMITS.databasePool.max;
   // statement_timeout is a startup parameter of each connection: a statement running longer is cancelled by
   // the server (SQLSTATE 57014, answered DEADLINE_EXCEEDED). The pool is behind a gate (pool-gate.ts), so a
   // call meeting a pool whose connections are all busy waits a bounded time, not as long as those before it.
-  const connection = { statement_timeout: opts.statementTimeoutMs ?? 10_000 };
+  const connection = { statement_timeout: opts.statementTimeoutMs ?? DEFAULT_LIMITS.databasePool.statementTimeoutMs };
   const client = postgres(url, { ...options, max, connection });
-  const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? 5_000 });
+  const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
   const db = drizzle(gatePool(client, gate), { schema }) as unknown as Db;
   const subscriptions = createSubscriptions(() => postgres(url, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {

@@ -18,6 +18,7 @@ import { createOidcRoutes } from "./oidc-routes.js";
 import { log } from "../kernel/log.js";
 import { peerContextValues } from "../kernel/peer.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
+import { DEFAULT_LIMITS } from "../config.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
@@ -76,8 +77,8 @@ export interface RequestLimits {
 }
 
 export const defaultRequestLimits: RequestLimits = {
-  maxRequestBytes: 4 * 1024 * 1024,
-  requestTimeoutMs: 30_000,
+  maxRequestBytes: DEFAULT_LIMITS.maxRequestBytes,
+  requestTimeoutMs: DEFAULT_LIMITS.requestTimeoutMs,
 };
 
 export interface App {
