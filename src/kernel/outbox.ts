@@ -23,6 +23,10 @@ export interface EventPlan {
   subjectDepth: number;
   /** The request's scope field path (iam_scope), when it has one. */
   scopePath: readonly DescField[] | undefined;
+  /** The response's `uid` field, when it has one. */
+  responseUid: DescField | undefined;
+  /** Whether the body is the request (the response is empty: a delete) rather than the response. */
+  bodyIsRequest: boolean;
   /** "/<package>.<Service>/<Method>". */
   path: string;
 }
@@ -48,6 +52,8 @@ export function eventPlanOf(method: DescMethod): EventPlan | undefined {
     audience: rule.audience,
     subjectDepth: rule.subjectDepth,
     scopePath: scopePathOf(method.input),
+    responseUid: method.output.fields.find((f) => f.name === "uid" && f.fieldKind === "scalar"),
+    bodyIsRequest: method.output.typeName === EmptySchema.typeName,
     path: `/${method.parent.typeName}/${method.name}`,
   };
 }
@@ -69,11 +75,9 @@ export function outboxEventOf(
   call: { request: Message; response: Message; actor: string },
   registry: Registry,
 ): OutboxEvent {
-  const uidField = plan.method.output.fields.find((f) => f.name === "uid" && f.fieldKind === "scalar");
   const subject =
-    (uidField && stringField(call.response, [uidField])) || (plan.scopePath && stringField(call.request, plan.scopePath)) || call.actor;
-  const [desc, message] =
-    plan.method.output.typeName === EmptySchema.typeName ? [plan.method.input, call.request] : [plan.method.output, call.response];
+    (plan.responseUid && stringField(call.response, [plan.responseUid])) || (plan.scopePath && stringField(call.request, plan.scopePath)) || call.actor;
+  const [desc, message] = plan.bodyIsRequest ? [plan.method.input, call.request] : [plan.method.output, call.response];
   return {
     type: plan.type,
     subject,
