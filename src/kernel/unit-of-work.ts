@@ -16,12 +16,19 @@ import type { Executor } from "./store.js";
 
 const transactionKey = createContextKey<Executor | undefined>(undefined, { description: "the call's unit of work" });
 
-/** Makes a store per call: over the call's transaction in a unit of work, else the one made over `db`. */
+/**
+ * The store of a call: over the call's transaction in a unit of work (made once per transaction), else the
+ * one made over `db` at start-up.
+ */
 export function storeFactory<S>(db: Executor, make: (db: Executor) => S): (ctx: HandlerContext) => S {
   const shared = make(db);
+  const perTransaction = new WeakMap<Executor, S>();
   return (ctx) => {
     const tx = ctx.values.get(transactionKey);
-    return tx ? make(tx) : shared;
+    if (!tx) return shared;
+    let store = perTransaction.get(tx);
+    if (!store) perTransaction.set(tx, (store = make(tx)));
+    return store;
   };
 }
 
