@@ -11,10 +11,10 @@ import {
   LookupGroupResponseSchema,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { accessOf, listScopesOf, requireRuleAt } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented } from "../kernel/errors/index.js";
+import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { defineUpdate, under, updateUnderLock } from "../kernel/update.js";
+import { defineUpdate, updateUnderLock } from "../kernel/update.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { groupFields, toGroup } from "./groups.mapper.js";

@@ -12,10 +12,10 @@ import {
   RelationshipTypeSchema,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { accessOf, listScopesOf } from "../kernel/auth/index.js";
-import { type FieldViolation, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
+import { type FieldViolation, invalidArgument, notFound, throwIfAny, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { defineUpdate, under, updateUnderLock } from "../kernel/update.js";
+import { defineUpdate, updateUnderLock } from "../kernel/update.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { identityFields, identityMetadataFields, toIdentity, toIdentityMetadata } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";

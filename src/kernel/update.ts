@@ -8,7 +8,7 @@
 // with the method's event.
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { FieldMask } from "@bufbuild/protobuf/wkt";
-import { throwIfAny, type FieldViolation } from "./errors/index.js";
+import { throwIfAny, under, type FieldViolation } from "./errors/index.js";
 import { applyUpdate } from "./field-mask.js";
 
 /** What the update flow needs of a store. */
@@ -34,11 +34,6 @@ export interface UpdateSpec<D extends DescMessage, Row, Fields> {
 /** An update spec, declared once per resource beside its list spec (the types are inferred from it). */
 export function defineUpdate<D extends DescMessage, Row, Fields>(spec: UpdateSpec<D, Row, Fields>): UpdateSpec<D, Row, Fields> {
   return spec;
-}
-
-/** Violation paths relative to a request field, made relative to the request's root. */
-export function under(field: string, violations: readonly FieldViolation[]): FieldViolation[] {
-  return field === "" ? [...violations] : violations.map((v) => ({ ...v, field: `${field}.${v.field}` }));
 }
 
 /** Applies `patch` (with `mask`) to the resource `uid` under its row lock; returns the row as it now is. */

@@ -63,6 +63,11 @@ export function invalidArgument(violations: FieldViolation | FieldViolation[], r
   ]);
 }
 
+/** Violation paths relative to a request field ("group"), made relative to the request's root ("group.name"). */
+export function under(field: string, violations: readonly FieldViolation[]): FieldViolation[] {
+  return field === "" ? [...violations] : violations.map((v) => ({ ...v, field: `${field}.${v.field}` }));
+}
+
 /** Throws INVALID_ARGUMENT carrying every violation found, when there is at least one. */
 export function throwIfAny(violations: readonly FieldViolation[]): void {
   if (violations.length > 0) throw invalidArgument([...violations]);
