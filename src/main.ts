@@ -11,6 +11,7 @@ import { createExternalVerifier } from "./kernel/auth/external.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
 import { createApp } from "./server/app.js";
+import { sinkPolicyFor } from "./events/sinks.js";
 import { listen } from "./server/listener.js";
 
 /**
@@ -61,6 +62,7 @@ async function main(): Promise<void> {
     issuerUrl: config.issuerUrl,
     keys,
     directory,
+    sinks: sinkPolicyFor(config.mode),
     limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,

@@ -18,6 +18,8 @@ const KINDS: Readonly<Record<string, string>> = {
   identities: "identities",
   roles: "custom roles",
   role_bindings: "role bindings",
+  repos: "repos",
+  subscriptions: "event subscriptions",
 };
 function blockingKind(err: unknown): string {
   for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {

@@ -26,6 +26,7 @@ import { bindPartial, type DomainDeps, type ServiceBinding } from "./bindings.js
 import { grantServiceNames, iamBindings } from "../iam/index.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
+import { sinkPolicyFor, type SinkPolicy } from "../events/sinks.js";
 import { createHealth, ServingStatus } from "./health.js";
 import { watchDatabase } from "./database-health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
@@ -56,6 +57,8 @@ export interface AppDeps {
   external?: ExternalVerifier;
   /** Budgets of repeated failures per caller (kernel/rate-limit.ts). Default DEFAULT_RATE_LIMITS. */
   rateLimits?: Partial<RateLimits>;
+  /** Which event sinks subscriptions may name. Default: the production policy (https, public addresses only). */
+  sinks?: SinkPolicy;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
   /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
@@ -110,6 +113,7 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier): ServiceBind
     keys: deps.keys,
     external,
     rateLimits: deps.rateLimits,
+    sinks: deps.sinks ?? sinkPolicyFor("production"),
   };
   const bound = new Map<string, ServiceBinding>();
   for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {

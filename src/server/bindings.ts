@@ -2,6 +2,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
 import type { ExternalVerifier, KeyStore } from "../kernel/auth/index.js";
+import type { SinkPolicy } from "../events/sinks.js";
 import type { ListPlanner } from "../kernel/list/index.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
 
@@ -42,4 +43,6 @@ export interface DomainDeps {
    * Default DEFAULT_RATE_LIMITS.
    */
   rateLimits?: Partial<RateLimits> | undefined;
+  /** Which event sinks subscriptions may name (events/sinks.ts). */
+  sinks: SinkPolicy;
 }

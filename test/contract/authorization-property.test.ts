@@ -27,10 +27,9 @@ import { identities, repos, roleBindings, roles, tags } from "../../src/db/schem
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods, registry } from "../../src/kernel/descriptors.js";
-import { createListPlanner } from "../../src/kernel/list/index.js";
 import { isValidUid, isWithin, newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { tagKindOf } from "../../src/registry/tag-kind.js";
-import { domainBindings } from "../../src/server/app.js";
+import { implementedServices } from "../support/domains.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, restRequestOf, type Outcome, type Protocol } from "./harness.js";
@@ -129,8 +128,7 @@ afterAll(async () => {
 const isUnary = (m: DescMethod): m is DescMethodUnary => m.methodKind === "unary";
 /** The unary methods of every service the server implements. */
 function implementedMethods(): DescMethodUnary[] {
-  const deps = { db: server.database.db, lists: createListPlanner({ secret: new Uint8Array(32) }), issuerUrl: server.baseUrl, keys: server.keys, external: undefined };
-  const services = new Set(domainBindings(deps).map(({ service }) => service.typeName));
+  const services = new Set(implementedServices().map((service) => service.typeName));
   return apiMethods.filter((m) => services.has(m.parent.typeName)).filter(isUnary);
 }
 const nameOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;

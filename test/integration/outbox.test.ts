@@ -23,7 +23,7 @@ import { outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js"
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { eventRuleOf, registry } from "../../src/kernel/descriptors.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
-import { domainBindings } from "../../src/server/app.js";
+import { implementedServices } from "../support/domains.js";
 import { call, protocols, type Protocol } from "../contract/harness.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
@@ -188,8 +188,7 @@ const table: Record<string, Row> = {
 
 const keyOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;
 // The bindings are only inspected for their services here (test cases are collected before a server runs).
-const implemented = domainBindings({ db: undefined as never, lists: undefined as never, issuerUrl: "", keys: undefined as never, external: undefined });
-const evented = implemented.flatMap(({ service }) => service.methods.filter((m) => eventRuleOf(m) !== undefined));
+const evented = implementedServices().flatMap((service) => service.methods.filter((m) => eventRuleOf(m) !== undefined));
 
 describe("the outbox table covers every method that declares an event", () => {
   it("has a row for each event-declaring method of the implemented services, and no other", () => {

@@ -9,6 +9,7 @@ import { ensureManagedRoles } from "../../src/iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/index.js";
 import { createExternalVerifier, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
 import { openTestDatabase, type TestDatabase } from "./database.js";
+import { sinkPolicyFor } from "../../src/events/sinks.js";
 
 export interface TestServer {
   baseUrl: string;
@@ -20,7 +21,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits">> & {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
@@ -48,7 +49,9 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, directory, self: { issuer: baseUrl, keys } });
   // Contract tables send many refused exchanges from one address: generous budgets unless a test sets its own.
   const rateLimits = appOpts.rateLimits ?? { exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED } };
-  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external, rateLimits });
+  // Sinks: the development policy (loopback http allowed) unless a test sets its own.
+  const sinks = appOpts.sinks ?? sinkPolicyFor("development");
+  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external, rateLimits, sinks });
   late.app = app;
   return {
     baseUrl,

@@ -1,7 +1,8 @@
 // Which issuer and JWKS URLs the external verifier may fetch: https always; plain http only to loopback
 // hosts (127.0.0.0/8, ::1, localhost) and only when the development setting allows it.
 import { describe, expect, it } from "vitest";
-import { checkFetchUrl, checkIssuerUrl, discoveryUrlOf, isLoopbackHost } from "../../src/kernel/auth/external.js";
+import { checkIssuerUrl, discoveryUrlOf } from "../../src/kernel/auth/external.js";
+import { checkFetchUrl, isLoopbackHost } from "../../src/kernel/outbound.js";
 
 describe("isLoopbackHost", () => {
   const table: Array<[string, boolean]> = [

@@ -3,3 +3,4 @@ export * from "./server.js";
 export * from "./iam.js";
 export * from "./registry.js";
 export * from "./outbox.js";
+export * from "./events.js";

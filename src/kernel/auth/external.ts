@@ -41,6 +41,7 @@ import {
 } from "jose";
 import type { Identity } from "../../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { log } from "../log.js";
+import { checkFetchUrl } from "../outbound.js";
 import { MAX_TOKEN_BYTES, type ExternalVerifier } from "./authenticator.js";
 import { audiencesOf, claimMatchSpecOf, claimMismatch, isExactIssuerAndSubject, issuerAccepted, type ClaimMatchSpec } from "./claim-match.js";
 import type { AssumableIdentity, IdentityDirectory } from "./directory.js";
@@ -136,33 +137,6 @@ export interface ExternalVerifierOptions {
 
 // ---------------------------------------------------------------------------------------------------------
 // Which URLs may be fetched.
-
-/** 127.0.0.0/8, ::1 and localhost. Expects URL.hostname (already normalized: "127.1" -> "127.0.0.1"). */
-export function isLoopbackHost(hostname: string): boolean {
-  const h = hostname.toLowerCase();
-  if (h === "localhost" || h === "[::1]" || h === "::1") return true;
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(h);
-  return m !== null && m.slice(1).every((o) => Number(o) <= 255) && m[1] === "127";
-}
-
-/**
- * Whether `raw` may be fetched: https, or http to a loopback host when allowInsecureLoopback. No
- * credentials in the URL. Returns the parsed URL or the reason it is refused.
- */
-export function checkFetchUrl(raw: string, allowInsecureLoopback: boolean): { url: URL } | { refused: string } {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    return { refused: "not an absolute URL" };
-  }
-  if (url.username || url.password) return { refused: "credentials in the URL" };
-  if (url.protocol === "https:") return { url };
-  if (url.protocol !== "http:") return { refused: `scheme ${url.protocol} is not allowed` };
-  if (!isLoopbackHost(url.hostname)) return { refused: "plain http is allowed for loopback hosts only" };
-  if (!allowInsecureLoopback) return { refused: "plain http to loopback issuers is disabled" };
-  return { url };
-}
 
 /** Whether an issuer identifier may be contacted: as checkFetchUrl, and no query or fragment. */
 export function checkIssuerUrl(issuer: string, allowInsecureLoopback: boolean): { url: URL } | { refused: string } {

@@ -1,0 +1,44 @@
+// Which sinks a subscription may name, and where its deliveries may connect (kernel/outbound.ts).
+//
+// A sink is an absolute https URL (plain http only to a loopback host, in development), without
+// credentials (deliveries authenticate with a signed token instead) or fragment, of at most 2,048
+// characters. In production its host must resolve to public addresses only: checked when the subscription
+// is created, and again on every connection a delivery makes (the delivery client's lookup), so a name that
+// later resolves to a private address is refused at connect time.
+import type { FieldViolation } from "../kernel/errors/index.js";
+import { checkFetchUrl, ForbiddenAddressError, publicAddressesOf, systemResolver, type Resolver } from "../kernel/outbound.js";
+
+export const MAX_SINK_LENGTH = 2048;
+
+export interface SinkPolicy {
+  /** Plain http to loopback hosts is allowed (development). */
+  allowInsecureLoopback: boolean;
+  /** Only public unicast addresses may be dialled (production). */
+  publicOnly: boolean;
+  /** Resolves sink host names (the system resolver unless a test injects one). */
+  resolve: Resolver;
+}
+
+/** The policy of a server mode: development allows loopback http and any address; production neither. */
+export function sinkPolicyFor(mode: "development" | "production", resolve: Resolver = systemResolver): SinkPolicy {
+  return { allowInsecureLoopback: mode === "development", publicOnly: mode === "production", resolve };
+}
+
+/** What is wrong with a sink, as violations of `field`; empty when it may be subscribed. */
+export async function sinkViolations(sink: string, policy: SinkPolicy, field = "sink"): Promise<FieldViolation[]> {
+  if (sink === "") return [{ field, description: "is required" }];
+  if (sink.length > MAX_SINK_LENGTH) return [{ field, description: `must be at most ${MAX_SINK_LENGTH} characters` }];
+  const checked = checkFetchUrl(sink, policy.allowInsecureLoopback);
+  if ("refused" in checked) return [{ field, description: `must be an https URL: ${checked.refused}` }];
+  if (checked.url.hash || sink.includes("#")) return [{ field, description: "must not have a fragment" }];
+  if (!policy.publicOnly) return [];
+  try {
+    await publicAddressesOf(checked.url.hostname, policy.resolve);
+    return [];
+  } catch (err) {
+    if (err instanceof ForbiddenAddressError) {
+      return [{ field, description: `must reach a public address: ${err.message}` }];
+    }
+    return [{ field, description: `host ${checked.url.hostname} does not resolve (${(err as { code?: string }).code ?? "lookup failed"})` }];
+  }
+}

@@ -1,0 +1,109 @@
+// Where this server may send requests of its own (OIDC discovery of external issuers, event deliveries).
+//
+// Two checks. The URL: https, or plain http to a loopback host when a development setting allows it; no
+// credentials. The addresses, for destinations a user names (event sinks): in production only public
+// unicast addresses may be dialled, never loopback, private (RFC 1918, unique-local), link-local (where
+// cloud metadata services live: 169.254.169.254, fd00:ec2::254), carrier-grade NAT, multicast, reserved or
+// unspecified ones. The address check runs where the connection is made (the `lookup` of the HTTP agent,
+// and before dialling an IP literal), on the addresses actually dialled, so a name that resolves to a public
+// address when it is checked and to a private one when it is used (DNS rebinding) is still refused.
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import { isIP } from "node:net";
+import ipaddr from "ipaddr.js";
+
+/** 127.0.0.0/8, ::1 and localhost. Expects URL.hostname (already normalized: "127.1" -> "127.0.0.1"). */
+export function isLoopbackHost(hostname: string): boolean {
+  const h = hostname.toLowerCase();
+  if (h === "localhost" || h === "[::1]" || h === "::1") return true;
+  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(h);
+  return m !== null && m.slice(1).every((o) => Number(o) <= 255) && m[1] === "127";
+}
+
+/**
+ * Whether `raw` may be fetched: https, or http to a loopback host when allowInsecureLoopback. No
+ * credentials in the URL. Returns the parsed URL or the reason it is refused.
+ */
+export function checkFetchUrl(raw: string, allowInsecureLoopback: boolean): { url: URL } | { refused: string } {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return { refused: "not an absolute URL" };
+  }
+  if (url.username || url.password) return { refused: "credentials in the URL" };
+  if (url.protocol === "https:") return { url };
+  if (url.protocol !== "http:") return { refused: `scheme ${url.protocol} is not allowed` };
+  if (!isLoopbackHost(url.hostname)) return { refused: "plain http is allowed for loopback hosts only" };
+  if (!allowInsecureLoopback) return { refused: "plain http is allowed only in development" };
+  return { url };
+}
+
+/**
+ * Why an address may not be dialled when only public destinations are allowed (its ipaddr.js range:
+ * "loopback", "private", "linkLocal", "uniqueLocal", "carrierGradeNat", ...), or undefined when it is a
+ * public unicast address. IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+ */
+export function nonPublicRange(address: string): string | undefined {
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    parsed = ipaddr.process(address.replace(/^\[|\]$/g, ""));
+  } catch {
+    return "invalid";
+  }
+  const range = parsed.range();
+  return range === "unicast" ? undefined : range;
+}
+
+/** Resolves a host name to every address it has (the system resolver by default). */
+export type Resolver = (hostname: string) => Promise<LookupAddress[]>;
+
+export const systemResolver: Resolver = (hostname) =>
+  new Promise((resolve, reject) => dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))));
+
+/** An address refused by the policy; `code` lets callers tell it from network errors. */
+export class ForbiddenAddressError extends Error {
+  readonly code = "EFORBIDDENADDRESS";
+  constructor(
+    readonly hostname: string,
+    readonly address: string,
+    readonly range: string,
+  ) {
+    super(hostname === address ? `${address} is a ${range} address` : `${hostname} resolves to ${address}, a ${range} address`);
+  }
+}
+
+/**
+ * The addresses of `hostname` (an IP literal is its own), all of them public: any non-public one refuses
+ * the whole name, as a name that resolves to one public and one private address may be dialled at either.
+ */
+export async function publicAddressesOf(hostname: string, resolve: Resolver): Promise<LookupAddress[]> {
+  const host = hostname.replace(/^\[|\]$/g, "");
+  const family = isIP(host);
+  const addresses = family ? [{ address: host, family }] : await resolve(host);
+  for (const a of addresses) {
+    const range = nonPublicRange(a.address);
+    if (range) throw new ForbiddenAddressError(host, a.address, range);
+  }
+  if (addresses.length === 0) throw Object.assign(new Error(`${host} has no address`), { code: "ENOTFOUND" });
+  return addresses;
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * A `lookup` for net/tls connections (an http.Agent's `lookup` option) that resolves with `resolve` and
+ * refuses non-public addresses. Answers in both shapes Node asks for (`all` or a single address).
+ */
+export function publicOnlyLookup(resolve: Resolver) {
+  return (hostname: string, options: { all?: boolean; family?: number | string }, callback: LookupCallback): void => {
+    publicAddressesOf(hostname, resolve).then(
+      (addresses) => {
+        const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
+        if (wanted.length === 0) return callback(Object.assign(new Error(`${hostname} has no IPv${options.family} address`), { code: "ENOTFOUND" }), []);
+        if (options.all) callback(null, wanted);
+        else callback(null, wanted[0]!.address, wanted[0]!.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, options.all ? [] : ""),
+    );
+  };
+}

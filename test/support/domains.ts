@@ -1,0 +1,11 @@
+// The services the built domains implement (app.ts domainBindings), for tests that must cover each of their
+// methods. Only the bindings' services are read: no binding is registered, so the dependencies are unused.
+import type { DescService } from "@bufbuild/protobuf";
+import { domainBindings } from "../../src/server/app.js";
+import type { DomainDeps } from "../../src/server/bindings.js";
+
+export function implementedServices(): DescService[] {
+  const unused = undefined as never;
+  const deps: DomainDeps = { db: unused, lists: unused, issuerUrl: "", keys: unused, external: undefined, sinks: unused };
+  return domainBindings(deps).map(({ service }) => service);
+}
