@@ -27,7 +27,6 @@ ALTER TABLE "subscriptions" ADD CONSTRAINT "subscriptions_group_uid_groups_uid_f
 CREATE INDEX "event_deliveries_due_idx" ON "event_deliveries" USING btree ("subscription_uid","next_attempt_time") WHERE state = 'pending';--> statement-breakpoint
 CREATE INDEX "event_deliveries_done_idx" ON "event_deliveries" USING btree ("done_time") WHERE state <> 'pending';--> statement-breakpoint
 CREATE INDEX "event_deliveries_subscription_idx" ON "event_deliveries" USING btree ("subscription_uid","state");--> statement-breakpoint
-CREATE INDEX "subscriptions_group_idx" ON "subscriptions" USING btree ("group_uid");--> statement-breakpoint
-CREATE INDEX "subscriptions_sink_idx" ON "subscriptions" USING btree ("sink","uid");--> statement-breakpoint
+CREATE UNIQUE INDEX "subscriptions_group_sink_idx" ON "subscriptions" USING btree ("group_uid","sink");--> statement-breakpoint
 CREATE INDEX "subscriptions_create_time_idx" ON "subscriptions" USING btree ("create_time","uid");--> statement-breakpoint
 CREATE INDEX "subscriptions_update_time_idx" ON "subscriptions" USING btree ("update_time","uid");

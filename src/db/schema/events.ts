@@ -8,7 +8,7 @@
 // view). Workers claim due pending rows with FOR UPDATE SKIP LOCKED and lease them by moving
 // next_attempt_time past the attempt's end, so no two workers send one delivery at the same time.
 import { sql } from "drizzle-orm";
-import { check, index, integer, pgTable, primaryKey, smallint, text, uuid } from "drizzle-orm/pg-core";
+import { check, index, integer, pgTable, primaryKey, smallint, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { instant, uidText } from "./columns.js";
 import { groups } from "./iam.js";
 import { outboxEvents } from "./outbox.js";
@@ -27,8 +27,9 @@ export const subscriptions = pgTable(
     updateTime: instant("update_time").notNull().defaultNow(),
   },
   (t) => [
-    index("subscriptions_group_idx").on(t.groupUid),
-    index("subscriptions_sink_idx").on(t.sink, t.uid),
+    // One subscription per sink in a group (a second would deliver every event twice); also the lookup of a
+    // group's subscriptions when events fan out.
+    uniqueIndex("subscriptions_group_sink_idx").on(t.groupUid, t.sink),
     index("subscriptions_create_time_idx").on(t.createTime, t.uid),
     index("subscriptions_update_time_idx").on(t.updateTime, t.uid),
   ],
