@@ -49,6 +49,25 @@ export interface Config {
    * mutation rolls back. A client may ask for less (grpc-timeout, connect-timeout-ms), not for more.
    */
   requestTimeoutMs: number;
+  /**
+   * Delivery of events to subscriptions (events/delivery/worker.ts). Every server process runs a worker unless
+   * EVENTS_DELIVERY=false; replicas share the work through the database.
+   */
+  events: {
+    delivery: boolean;
+    /** EVENTS_DELIVERY_TIMEOUT_MS: an attempt's limit (default 10 s). */
+    timeoutMs: number;
+    /** EVENTS_RETRY_HOURS: how long a delivery is retried before it is marked failed (default 24). */
+    retryForMs: number;
+    /** EVENTS_RETRY_BASE_MS: the first retry's delay, doubling with each attempt up to an hour (default 1 s). */
+    retryBaseMs: number;
+    /** EVENTS_SINK_CONCURRENCY: deliveries one subscription may have in flight per process (default 32). */
+    perSubscription: number;
+    /** EVENTS_RETENTION_HOURS: how long delivered rows and their events are kept (default 72). */
+    retentionMs: number;
+    /** EVENTS_FAILED_RETENTION_HOURS: how long failed deliveries are kept for inspection (default 720). */
+    failedRetentionMs: number;
+  };
   /** The PostgreSQL pool (unused with the embedded database). */
   databasePool: {
     /** Connections (default 10). */
@@ -67,6 +86,22 @@ export const DEFAULT_LIMITS = {
   databasePool: { max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 },
 } as const;
 
+const HOUR = 3_600_000;
+
+/** The defaults of event delivery (events/delivery/worker.ts DeliveryOptions). */
+export const DEFAULT_DELIVERY_OPTIONS = {
+  timeoutMs: 10_000,
+  retryForMs: 24 * HOUR,
+  retryBaseMs: 1_000,
+  retryMaxMs: HOUR,
+  perSubscription: 32,
+  maxInFlight: 1024,
+  pollMs: 1_000,
+  retentionMs: 72 * HOUR,
+  failedRetentionMs: 30 * 24 * HOUR,
+  pruneEveryMs: 60_000,
+} as const;
+
 export class ConfigError extends Error {}
 
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
@@ -76,6 +111,12 @@ function integer(name: string, raw: string | undefined, fallback: number, min: n
     throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got ${JSON.stringify(raw)}`);
   }
   return n;
+}
+
+function flag(name: string, raw: string | undefined, fallback: boolean): boolean {
+  if (raw === undefined || raw === "") return fallback;
+  if (raw !== "true" && raw !== "false") throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
+  return raw === "true";
 }
 
 function oneOf<T extends string>(name: string, raw: string | undefined, allowed: readonly T[], fallback: T): T {
@@ -136,6 +177,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, DEFAULT_LIMITS.maxRequestBytes, 1024, 1024 * 1024 * 1024),
     requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, DEFAULT_LIMITS.requestTimeoutMs, 100, 3_600_000),
+    events: {
+      delivery: flag("EVENTS_DELIVERY", env.EVENTS_DELIVERY, true),
+      timeoutMs: integer("EVENTS_DELIVERY_TIMEOUT_MS", env.EVENTS_DELIVERY_TIMEOUT_MS, DEFAULT_DELIVERY_OPTIONS.timeoutMs, 100, 600_000),
+      retryForMs: HOUR * integer("EVENTS_RETRY_HOURS", env.EVENTS_RETRY_HOURS, DEFAULT_DELIVERY_OPTIONS.retryForMs / HOUR, 24, 24 * 30),
+      retryBaseMs: integer("EVENTS_RETRY_BASE_MS", env.EVENTS_RETRY_BASE_MS, DEFAULT_DELIVERY_OPTIONS.retryBaseMs, 10, HOUR),
+      perSubscription: integer("EVENTS_SINK_CONCURRENCY", env.EVENTS_SINK_CONCURRENCY, DEFAULT_DELIVERY_OPTIONS.perSubscription, 1, 1024),
+      retentionMs: HOUR * integer("EVENTS_RETENTION_HOURS", env.EVENTS_RETENTION_HOURS, DEFAULT_DELIVERY_OPTIONS.retentionMs / HOUR, 1, 24 * 365),
+      failedRetentionMs: HOUR * integer("EVENTS_FAILED_RETENTION_HOURS", env.EVENTS_FAILED_RETENTION_HOURS, DEFAULT_DELIVERY_OPTIONS.failedRetentionMs / HOUR, 1, 24 * 365),
+    },
     databasePool: {
       max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, DEFAULT_LIMITS.databasePool.max, 1, 1000),
       statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.statementTimeoutMs, 0, 3_600_000),

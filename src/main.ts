@@ -12,6 +12,7 @@ import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
 import { createApp } from "./server/app.js";
 import { sinkPolicyFor } from "./events/sinks.js";
+import { startDeliveryWorker } from "./events/delivery/worker.js";
 import { listen } from "./server/listener.js";
 
 /**
@@ -72,6 +73,10 @@ async function main(): Promise<void> {
     }),
   });
   const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
+  const { delivery, ...deliveryOptions } = config.events;
+  const events = delivery
+    ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks: sinkPolicyFor(config.mode), listen: database.listen, options: deliveryOptions })
+    : undefined;
   if (config.mode === "development") await developmentLogin(database.db, keys, config);
 
   // A graceful stop: NOT_SERVING for health checks, no new connections or streams (HTTP/2 GOAWAY), requests
@@ -83,7 +88,8 @@ async function main(): Promise<void> {
     log.info("stopping", { signal, graceMs: config.shutdownGraceMs });
     try {
       app.drain();
-      await listener.close(config.shutdownGraceMs);
+      // Requests and deliveries in flight finish side by side, each within the grace period.
+      await Promise.all([listener.close(config.shutdownGraceMs), events?.stop(config.shutdownGraceMs)]);
       await app.close();
       await database.close();
     } catch (err) {

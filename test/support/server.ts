@@ -10,6 +10,7 @@ import { createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/
 import { createExternalVerifier, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
 import { openTestDatabase, type TestDatabase } from "./database.js";
 import { sinkPolicyFor } from "../../src/events/sinks.js";
+import { startDeliveryWorker, type DeliveryOptions, type DeliveryWorker } from "../../src/events/delivery/worker.js";
 
 export interface TestServer {
   baseUrl: string;
@@ -18,6 +19,8 @@ export interface TestServer {
   keys: KeyStore;
   /** An access token of this server for the identity (default lifetime 10 minutes; negative: already expired). */
   token(identityUid: string, opts?: { ttlSeconds?: number }): Promise<string>;
+  /** The event delivery worker, when the server was started with `delivery`. */
+  events: DeliveryWorker | undefined;
   close(): Promise<void>;
 }
 
@@ -27,6 +30,8 @@ export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrid
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
    */
   externalOptions?: Partial<Omit<ExternalVerifierOptions, "directory" | "self">>;
+  /** Runs an event delivery worker with these options (none by default: most tests deliver nothing). */
+  delivery?: Partial<DeliveryOptions>;
 };
 
 const UNLIMITED = { burst: 1_000_000, perMinute: 1_000_000 };
@@ -42,7 +47,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1" });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
-  const { externalOptions, ...appOpts } = opts;
+  const { externalOptions, delivery, ...appOpts } = opts;
   const directory = createIdentityDirectory(database.db);
   const external =
     appOpts.external ??
@@ -53,6 +58,9 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const sinks = appOpts.sinks ?? sinkPolicyFor("development");
   const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external, rateLimits, sinks });
   late.app = app;
+  const events = delivery
+    ? await startDeliveryWorker({ db: database.db, keys, issuer: baseUrl, sinks, listen: database.listen, options: delivery })
+    : undefined;
   return {
     baseUrl,
     port,
@@ -66,9 +74,10 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       // An expired token: issued and expired in the past, beyond the verifier's clock tolerance.
       return (await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: 1, notAfter: Math.floor(Date.now() / 1000) + ttl })).token;
     },
+    events,
     async close() {
       app.drain();
-      await listener.close(1000);
+      await Promise.all([listener.close(1000), events?.stop(1000)]);
       await app.close();
       await database.dispose();
     },

@@ -1,0 +1,181 @@
+// The deliveries in the database (db/schema/events.ts): claimed, settled and pruned in batches, each one
+// statement, so the cost per event stays small at thousands of events a second.
+//
+// A claim takes, for each subscription in random order, its oldest due pending deliveries, up to the
+// subscription's free slots in this process (so a slow sink never fills a claim), FOR UPDATE SKIP LOCKED
+// (replicas claiming at once take different rows), and leases them: attempts + 1 and next_attempt_time moved
+// to the end of the lease. A worker that dies mid-attempt leaves the row to be claimed again when the lease
+// ends; one that settles it records the outcome of that attempt only (a settle names the attempt number, so
+// an outcome arriving after the lease was taken over changes nothing).
+import { sql } from "drizzle-orm";
+import type { Executor } from "../../kernel/store.js";
+
+/** A claimed delivery: the event, where it goes, and which attempt this is. */
+export interface ClaimedDelivery {
+  eventId: string;
+  subscriptionUid: string;
+  attempt: number;
+  /** When the delivery was created (its event committed): retries last for a period from then. */
+  createTime: Date;
+  sink: string;
+  /** The subscription's group (the token's subject is webhook:<group>). */
+  subscriptionGroup: string;
+  type: string;
+  subject: string;
+  eventGroup: string;
+  method: string;
+  actor: string;
+  /** The event body as JSON text, as stored. */
+  body: string;
+  eventTime: Date;
+}
+
+/** What an attempt came to. */
+export type Settlement =
+  | { outcome: "delivered"; eventId: string; subscriptionUid: string; status: number }
+  | {
+      outcome: "retry" | "failed";
+      eventId: string;
+      subscriptionUid: string;
+      attempt: number;
+      status: number | null;
+      error: string;
+      /** retry: when it is due again. */
+      next: Date;
+    };
+
+/**
+ * Rows bound as one JSON parameter, read back with jsonb_to_recordset: the same on both drivers (postgres.js
+ * cannot bind every array type, and drizzle expands a bare array into a list).
+ */
+const rowsParam = (rows: readonly object[]) => sql`jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)`;
+
+type Row = Record<string, unknown>;
+function rowsOf(result: unknown): Row[] {
+  return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[];
+}
+const asDate = (v: unknown) => (v instanceof Date ? v : new Date(String(v)));
+
+export interface ClaimRequest {
+  /** Most deliveries one subscription may have in flight in this process. */
+  perSubscription: number;
+  /** Deliveries each busy subscription has in flight now. */
+  busy: ReadonlyMap<string, number>;
+  /** Most rows to claim in all. */
+  limit: number;
+  /** How long the claim holds them (past the attempt's timeout). */
+  leaseMs: number;
+}
+
+export function createDeliveryQueue(db: Executor) {
+  return {
+    async claim(req: ClaimRequest): Promise<ClaimedDelivery[]> {
+      const busy = [...req.busy].map(([uid, n]) => ({ uid, n }));
+      const result = await db.execute(sql`
+        WITH busy AS (SELECT * FROM ${rowsParam(busy)} AS b(uid text, n int)),
+        due AS (
+          SELECT d.event_id, d.subscription_uid
+          FROM (SELECT uid FROM subscriptions ORDER BY random()) s
+          LEFT JOIN busy b ON b.uid = s.uid
+          CROSS JOIN LATERAL (
+            SELECT d.event_id, d.subscription_uid FROM event_deliveries d
+            WHERE d.subscription_uid = s.uid AND d.state = 'pending' AND d.next_attempt_time <= now()
+            ORDER BY d.next_attempt_time
+            LIMIT greatest(${req.perSubscription}::int - coalesce(b.n, 0), 0)
+            FOR UPDATE OF d SKIP LOCKED
+          ) d
+          LIMIT ${req.limit}::int
+        )
+        UPDATE event_deliveries d
+        SET attempts = d.attempts + 1, last_attempt_time = now(),
+            next_attempt_time = now() + make_interval(secs => ${req.leaseMs / 1000}::float8)
+        FROM due JOIN outbox_events e ON e.id = due.event_id JOIN subscriptions s ON s.uid = due.subscription_uid
+        WHERE d.event_id = due.event_id AND d.subscription_uid = due.subscription_uid
+        RETURNING d.event_id, d.subscription_uid, d.attempts, d.create_time, s.sink, s.group_uid AS subscription_group,
+                  e.type, e.subject, e.group_uid AS event_group, e.method, e.actor, e.body::text AS body, e.create_time AS event_time`);
+      return rowsOf(result).map((r) => ({
+        eventId: String(r.event_id),
+        subscriptionUid: String(r.subscription_uid),
+        attempt: Number(r.attempts),
+        createTime: asDate(r.create_time),
+        sink: String(r.sink),
+        subscriptionGroup: String(r.subscription_group),
+        type: String(r.type),
+        subject: String(r.subject),
+        eventGroup: String(r.event_group),
+        method: String(r.method),
+        actor: String(r.actor),
+        body: String(r.body),
+        eventTime: asDate(r.event_time),
+      }));
+    },
+
+    /** Records outcomes: delivered rows are done; failed ones are due again later, or given up. */
+    async settle(batch: readonly Settlement[]): Promise<void> {
+      const delivered = batch.filter((s) => s.outcome === "delivered");
+      const others = batch.filter((s) => s.outcome !== "delivered");
+      if (delivered.length > 0) {
+        // Whichever attempt succeeded: the sink has the event.
+        await db.execute(sql`
+          UPDATE event_deliveries d SET state = 'delivered', done_time = now(), last_status = u.status
+          FROM ${rowsParam(delivered.map((s) => ({ e: s.eventId, s: s.subscriptionUid, status: s.status })))} AS u(e uuid, s text, status int)
+          WHERE d.event_id = u.e AND d.subscription_uid = u.s AND d.state = 'pending'`);
+      }
+      if (others.length > 0) {
+        const failures = others as Extract<Settlement, { outcome: "retry" | "failed" }>[];
+        await db.execute(sql`
+          UPDATE event_deliveries d
+          SET state = u.state, done_time = CASE WHEN u.state = 'failed' THEN now() END,
+              next_attempt_time = u.next, last_error = u.error, last_status = u.status
+          FROM ${rowsParam(
+            failures.map((s) => ({ e: s.eventId, s: s.subscriptionUid, attempt: s.attempt, state: s.outcome === "failed" ? "failed" : "pending", next: s.next.toISOString(), error: s.error, status: s.status })),
+          )} AS u(e uuid, s text, attempt int, state text, next timestamptz, error text, status int)
+          WHERE d.event_id = u.e AND d.subscription_uid = u.s AND d.state = 'pending' AND d.attempts = u.attempt`);
+      }
+    },
+
+    /** Gives claimed deliveries back unattempted: due at once, their attempt not counted. */
+    async release(claimed: readonly ClaimedDelivery[]): Promise<void> {
+      if (claimed.length === 0) return;
+      await db.execute(sql`
+        UPDATE event_deliveries d SET attempts = d.attempts - 1, next_attempt_time = now()
+        FROM ${rowsParam(claimed.map((c) => ({ e: c.eventId, s: c.subscriptionUid, attempt: c.attempt })))} AS u(e uuid, s text, attempt int)
+        WHERE d.event_id = u.e AND d.subscription_uid = u.s AND d.state = 'pending' AND d.attempts = u.attempt`);
+    },
+
+    /**
+     * Deletes, a batch at a time, deliveries settled before the retention periods, then events older than
+     * `deliveredMs` that no delivery still refers to. Returns the rows deleted.
+     */
+    async prune(opts: { deliveredMs: number; failedMs: number; batch: number }): Promise<{ deliveries: number; events: number }> {
+      const deliveries = rowsOf(
+        await db.execute(sql`
+          DELETE FROM event_deliveries WHERE (event_id, subscription_uid) IN (
+            SELECT event_id, subscription_uid FROM event_deliveries
+            WHERE state <> 'pending' AND done_time < now() - make_interval(secs => (CASE WHEN state = 'delivered' THEN ${opts.deliveredMs} ELSE ${opts.failedMs} END)::float8 / 1000)
+            LIMIT ${opts.batch}::int FOR UPDATE SKIP LOCKED)
+          RETURNING 1`),
+      ).length;
+      const events = rowsOf(
+        await db.execute(sql`
+          DELETE FROM outbox_events WHERE id IN (
+            SELECT e.id FROM outbox_events e
+            WHERE e.create_time < now() - make_interval(secs => ${opts.deliveredMs}::float8 / 1000)
+              AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.event_id = e.id)
+            ORDER BY e.create_time LIMIT ${opts.batch}::int FOR UPDATE SKIP LOCKED)
+          RETURNING 1`),
+      ).length;
+      return { deliveries, events };
+    },
+
+    /** Pending deliveries, and how many of them are due now (the backlog). */
+    async depth(): Promise<{ pending: number; due: number }> {
+      const [row] = rowsOf(
+        await db.execute(sql`SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_time <= now()) AS due FROM event_deliveries WHERE state = 'pending'`),
+      );
+      return { pending: Number(row?.pending ?? 0), due: Number(row?.due ?? 0) };
+    },
+  };
+}
+
+export type DeliveryQueue = ReturnType<typeof createDeliveryQueue>;

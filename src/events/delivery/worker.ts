@@ -1,0 +1,274 @@
+// The delivery worker every server process runs: it claims due deliveries (queue.ts), sends each as a signed
+// CloudEvent (cloudevent.ts, sender.ts), and records the outcomes in batches.
+//
+// - At least once. A 2xx acknowledges; anything else (another status, a timeout, a refused connection) is
+//   retried with exponential backoff and jitter (retryBaseMs doubling up to retryMaxMs, each delay drawn
+//   from its upper half) until the delivery is retryForMs old (24 h by default), then marked failed and kept.
+//   A process that dies mid-attempt leaves its claimed rows to the next claim once their lease ends.
+// - Never stuck behind one sink. Each subscription may have at most perSubscription deliveries in flight in
+//   a process and the claim takes only its free slots, so a sink that hangs holds its own slots (each for at
+//   most timeoutMs) and nothing else; the process holds at most maxInFlight in all.
+// - Woken by the database (the fan-out trigger notifies apiserver_events at commit), when a busy sink frees
+//   half its slots, and every pollMs (retries falling due).
+// - Settled rows are pruned: delivered ones after retentionMs, failed ones after failedRetentionMs, and
+//   events no delivery refers to any more after retentionMs.
+import { DEFAULT_DELIVERY_OPTIONS } from "../../config.js";
+import type { KeyStore } from "../../kernel/auth/index.js";
+import { log } from "../../kernel/log.js";
+import type { Executor } from "../../kernel/store.js";
+import type { SinkPolicy } from "../sinks.js";
+import { deliveryRequest } from "./cloudevent.js";
+import { createDeliveryQueue, type ClaimedDelivery, type Settlement } from "./queue.js";
+import { createSender, type SendResult } from "./sender.js";
+
+export interface DeliveryOptions {
+  /** An attempt's limit, from connecting to the end of the answer (default 10 s). */
+  timeoutMs: number;
+  /** How long a delivery is retried, from its event's commit (default 24 h). */
+  retryForMs: number;
+  /** The first retry's delay (default 1 s), doubling with each attempt up to retryMaxMs (default 1 h). */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Deliveries one subscription may have in flight in this process (default 32). */
+  perSubscription: number;
+  /** Deliveries in flight in this process (default 1024). */
+  maxInFlight: number;
+  /** How often due retries are looked for when nothing wakes the worker (default 1 s). */
+  pollMs: number;
+  /** How long delivered rows (and events no delivery refers to) are kept (default 3 days). */
+  retentionMs: number;
+  /** How long failed deliveries are kept for inspection (default 30 days). */
+  failedRetentionMs: number;
+  /** How often pruning runs (default 1 minute). */
+  pruneEveryMs: number;
+}
+
+/** The channel the fan-out trigger notifies (drizzle/0010). */
+export const EVENTS_CHANNEL = "apiserver_events";
+/** Outcomes are written at least this often, and at once when this many are waiting. */
+const SETTLE_DELAY_MS = 5;
+const SETTLE_BATCH = 500;
+const PRUNE_BATCH = 5_000;
+const PRUNE_ROUNDS = 20;
+
+/** Counts since the process started (the metrics of the operators' issue read them). */
+export interface DeliveryStats {
+  /** Attempts made (each sends the event once). */
+  attempts: number;
+  delivered: number;
+  /** Attempts that failed and will be retried. */
+  retried: number;
+  /** Deliveries given up after retrying for retryForMs. */
+  failed: number;
+  inFlight: number;
+  claims: number;
+}
+
+export interface DeliveryWorkerDeps {
+  db: Executor;
+  keys: KeyStore;
+  /** This server's issuer URL: the tokens' `iss` and the start of every ce-source. */
+  issuer: string;
+  sinks: SinkPolicy;
+  /** Database notifications (Database.listen); without it the worker polls only. */
+  listen?: (channel: string, onNotify: (payload: string) => void, onReady: () => void) => Promise<() => Promise<void>>;
+  options?: Partial<DeliveryOptions>;
+}
+
+export interface DeliveryWorker {
+  stats: Readonly<DeliveryStats>;
+  /** Pending deliveries, and how many are due now. */
+  depth(): Promise<{ pending: number; due: number }>;
+  /** Claims again now (for example after events were inserted without a notification). */
+  wake(): void;
+  /**
+   * Stops claiming, lets attempts in flight finish for up to graceMs (then cuts them off: they are retried),
+   * and writes every outcome.
+   */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** The delay before attempt `attempt + 1`: exponential, capped, from the upper half of its range. */
+export function retryDelayMs(attempt: number, opts: Pick<DeliveryOptions, "retryBaseMs" | "retryMaxMs">, random = Math.random): number {
+  const ceiling = Math.min(opts.retryMaxMs, opts.retryBaseMs * 2 ** Math.min(Math.max(attempt - 1, 0), 40));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}
+
+export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<DeliveryWorker> {
+  const opts: DeliveryOptions = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
+  const queue = createDeliveryQueue(deps.db);
+  const sender = createSender({ policy: deps.sinks, timeoutMs: opts.timeoutMs, maxSocketsPerOrigin: opts.perSubscription });
+  // A claim holds its rows past the attempt's end, with room for a slow settle.
+  const leaseMs = opts.timeoutMs * 2 + 10_000;
+  const stats: DeliveryStats = { attempts: 0, delivered: 0, retried: 0, failed: 0, inFlight: 0, claims: 0 };
+  const busy = new Map<string, number>();
+  const inFlight = new Set<Promise<void>>();
+  let stopped = false;
+
+  // Waking: a flag, so a wake between two sleeps is not lost.
+  let woken = false;
+  let wakeUp: (() => void) | undefined;
+  const wake = () => {
+    woken = true;
+    wakeUp?.();
+  };
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (woken || stopped) return resolve();
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wakeUp = undefined;
+        resolve();
+      }
+      wakeUp = done;
+    });
+
+  // Outcomes, written in batches, one batch at a time. A batch the database refuses is tried again; once its
+  // rows' leases have ended it is dropped (the deliveries are then attempted again: at least once).
+  const outcomes: { settlement: Settlement; at: number }[] = [];
+  let settleTimer: NodeJS.Timeout | undefined;
+  let settling: Promise<void> = Promise.resolve();
+  const settleNow = (): Promise<void> => {
+    clearTimeout(settleTimer);
+    settleTimer = undefined;
+    settling = settling.then(async () => {
+      const batch = outcomes.splice(0, outcomes.length);
+      if (batch.length === 0) return;
+      try {
+        await queue.settle(batch.map((o) => o.settlement));
+      } catch (err) {
+        const now = Date.now();
+        const kept = batch.filter((o) => now - o.at < leaseMs);
+        log.warn("events: cannot record delivery outcomes; retrying", { err, outcomes: batch.length, kept: kept.length });
+        outcomes.unshift(...kept);
+        if (!stopped) settleTimer ??= setTimeout(settleNow, 1_000);
+      }
+    });
+    return settling;
+  };
+  const record = (settlement: Settlement) => {
+    outcomes.push({ settlement, at: Date.now() });
+    if (outcomes.length >= SETTLE_BATCH) void settleNow();
+    else settleTimer ??= setTimeout(settleNow, SETTLE_DELAY_MS);
+  };
+
+  function outcomeOf(d: ClaimedDelivery, result: SendResult): Settlement {
+    const keys = { eventId: d.eventId, subscriptionUid: d.subscriptionUid };
+    if (result.ok) {
+      stats.delivered++;
+      log.debug("events: delivered", { ...keys, attempt: d.attempt, status: result.status });
+      return { outcome: "delivered", ...keys, status: result.status };
+    }
+    const now = Date.now();
+    if (now - d.createTime.getTime() >= opts.retryForMs) {
+      stats.failed++;
+      log.warn("events: delivery failed; giving up", { ...keys, sink: d.sink, attempts: d.attempt, error: result.error });
+      return { outcome: "failed", ...keys, attempt: d.attempt, status: result.status, error: result.error, next: new Date(now) };
+    }
+    stats.retried++;
+    const next = new Date(now + retryDelayMs(d.attempt, opts));
+    log.info("events: delivery failed; will retry", { ...keys, sink: d.sink, attempt: d.attempt, error: result.error, next: next.toISOString() });
+    return { outcome: "retry", ...keys, attempt: d.attempt, status: result.status, error: result.error, next };
+  }
+
+  async function attempt(d: ClaimedDelivery): Promise<void> {
+    let result: SendResult;
+    try {
+      result = await sender.send(d.sink, await deliveryRequest(d, { issuer: deps.issuer, keys: deps.keys }));
+    } catch (err) {
+      result = { ok: false, status: null, error: `not sent: ${(err as Error).message}` };
+    }
+    stats.attempts++;
+    record(outcomeOf(d, result));
+  }
+
+  function start(d: ClaimedDelivery): void {
+    busy.set(d.subscriptionUid, (busy.get(d.subscriptionUid) ?? 0) + 1);
+    stats.inFlight++;
+    const p: Promise<void> = attempt(d).finally(() => {
+      inFlight.delete(p);
+      stats.inFlight--;
+      const n = busy.get(d.subscriptionUid)! - 1;
+      if (n === 0) busy.delete(d.subscriptionUid);
+      else busy.set(d.subscriptionUid, n);
+      // Claim again once a busy sink has half its slots back, or the process half its capacity.
+      if (n === Math.floor(opts.perSubscription / 2) || stats.inFlight === Math.floor(opts.maxInFlight / 2)) wake();
+    });
+    inFlight.add(p);
+  }
+
+  async function run(): Promise<void> {
+    let errorDelay = 0;
+    while (!stopped) {
+      woken = false;
+      const free = opts.maxInFlight - stats.inFlight;
+      if (free <= 0) {
+        await sleep(opts.pollMs);
+        continue;
+      }
+      let claimed: ClaimedDelivery[];
+      try {
+        claimed = await queue.claim({ perSubscription: opts.perSubscription, busy, limit: free, leaseMs });
+        errorDelay = 0;
+      } catch (err) {
+        errorDelay = Math.min(Math.max(errorDelay * 2, 250), 5_000);
+        log.warn("events: cannot claim deliveries; retrying", { err, retryMs: errorDelay });
+        await new Promise((r) => setTimeout(r, errorDelay));
+        continue;
+      }
+      stats.claims++;
+      if (stopped) {
+        // Claimed while stopping: given back, due at once for another process (or the next start).
+        await queue.release(claimed).catch((err: unknown) => log.warn("events: cannot release claimed deliveries; they are due when their lease ends", { err }));
+        break;
+      }
+      for (const d of claimed) start(d);
+      if (claimed.length === 0) await sleep(opts.pollMs);
+    }
+  }
+
+  async function prune(): Promise<void> {
+    try {
+      let total = { deliveries: 0, events: 0 };
+      for (let round = 0; round < PRUNE_ROUNDS && !stopped; round++) {
+        const r = await queue.prune({ deliveredMs: opts.retentionMs, failedMs: opts.failedRetentionMs, batch: PRUNE_BATCH });
+        total = { deliveries: total.deliveries + r.deliveries, events: total.events + r.events };
+        if (r.deliveries < PRUNE_BATCH && r.events < PRUNE_BATCH) break;
+      }
+      if (total.deliveries + total.events > 0) log.info("events: pruned settled deliveries and old events", total);
+    } catch (err) {
+      log.warn("events: pruning failed; will try again", { err });
+    }
+  }
+
+  const unlisten = deps.listen ? await deps.listen(EVENTS_CHANNEL, wake, wake) : undefined;
+  const running = run().catch((err: unknown) => log.error("events: delivery worker stopped", { err }));
+  let pruning: Promise<void> = Promise.resolve();
+  const pruneTimer = setInterval(() => {
+    pruning = pruning.then(prune);
+  }, opts.pruneEveryMs);
+  pruneTimer.unref();
+
+  return {
+    stats,
+    depth: () => queue.depth(),
+    wake,
+    async stop(graceMs = opts.timeoutMs) {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(pruneTimer);
+      wake();
+      await running;
+      await unlisten?.().catch(() => {});
+      let graceTimer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)));
+      await Promise.race([Promise.allSettled([...inFlight]), graceOver]);
+      clearTimeout(graceTimer);
+      sender.close(); // attempts still running fail now, and are retried
+      await Promise.allSettled([...inFlight]);
+      await pruning;
+      await settleNow();
+    },
+  };
+}
