@@ -9,8 +9,8 @@ export interface Received {
   at: number;
 }
 
-/** What the sink does with a request: answer a status, or never answer ("hang"). */
-export type SinkAnswer = number | "hang";
+/** What the sink does with a request: answer a status, answer it after a delay, or never answer ("hang"). */
+export type SinkAnswer = number | "hang" | { status: number; afterMs: number };
 
 export interface TestSink {
   url: string;
@@ -66,7 +66,10 @@ export async function startSink(path = "/hook"): Promise<TestSink> {
         hung.add(res);
         return;
       }
-      res.writeHead(answer, { "content-type": "text/plain" }).end(answer >= 300 ? `status ${answer}` : "ok");
+      const [status, afterMs] = typeof answer === "number" ? [answer, 0] : [answer.status, answer.afterMs];
+      const reply = () => res.writeHead(status, { "content-type": "text/plain" }).end(status >= 300 ? `status ${status}` : "ok");
+      if (afterMs > 0) setTimeout(reply, afterMs);
+      else reply();
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));

@@ -98,8 +98,9 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
   const opts: DeliveryOptions = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
   const queue = createDeliveryQueue(deps.db);
   const sender = createSender({ policy: deps.sinks, timeoutMs: opts.timeoutMs, maxSocketsPerOrigin: opts.perSubscription });
-  // A claim holds its rows past the attempt's end, with room for a slow settle.
-  const leaseMs = opts.timeoutMs * 2 + 10_000;
+  // A claim holds its rows past the attempt's end, with room for a slow settle; a process that died holding
+  // them gives them up when the lease ends (an outcome recorded after that is ignored: see queue.ts).
+  const leaseMs = opts.timeoutMs * 3;
   const stats: DeliveryStats = { attempts: 0, delivered: 0, retried: 0, failed: 0, inFlight: 0, claims: 0 };
   const busy = new Map<string, number>();
   const inFlight = new Set<Promise<void>>();
