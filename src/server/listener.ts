@@ -45,10 +45,24 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
   // 401) instead of being cut off by the HTTP parser.
   let closing = false;
   // While closing, an HTTP/1.1 connection closes after the response it is sending (no keep-alive).
+  // HTTP/1.1 connections, with the requests each has under way: an idle one is closed when the server closes.
+  // (Node's own closeIdleConnections() does nothing here: it tracks only connections of a server that
+  // listens itself, and h1 is handed its connections by the front socket.)
+  const h1Requests = new Map<net.Socket, number>();
   const h1 = http.createServer({ keepAliveTimeout: 65_000, maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
     if (closing) res.shouldKeepAlive = false;
+    const socket = req.socket;
+    h1Requests.set(socket, (h1Requests.get(socket) ?? 0) + 1);
+    res.once("close", () => {
+      const left = (h1Requests.get(socket) ?? 1) - 1;
+      h1Requests.set(socket, left);
+      if (closing && left === 0) socket.destroy();
+    });
     handler(req, res);
   });
+  const closeIdleH1 = () => {
+    for (const [socket, requests] of h1Requests) if (requests === 0) socket.destroy();
+  };
   const h2c = http2.createServer({ settings: { maxHeaderListSize: MAX_HEADER_BYTES } }, handler);
   const tls = opts.tls
     ? http2.createSecureServer({ ...opts.tls, allowHTTP1: true, settings: { maxHeaderListSize: MAX_HEADER_BYTES } }, handler)
@@ -81,6 +95,8 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       } else if (kind === "h2c") {
         h2c.emit("connection", socket);
       } else {
+        h1Requests.set(socket, 0);
+        socket.once("close", () => h1Requests.delete(socket));
         h1.emit("connection", socket);
         socket.resume();
       }
@@ -104,14 +120,12 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       const closed = new Promise<void>((resolve) => front.close(() => resolve()));
       for (const session of sessions) session.close();
       // HTTP/1.1 connections close as soon as they are idle: those idle now, and those finishing a request.
-      h1.closeIdleConnections();
-      const idle = setInterval(() => h1.closeIdleConnections(), 50);
+      closeIdleH1();
       const deadline = setTimeout(() => {
         for (const socket of sockets) socket.destroy();
       }, graceMs);
       deadline.unref();
       await closed;
-      clearInterval(idle);
       clearTimeout(deadline);
       h1.close();
       h2c.close();

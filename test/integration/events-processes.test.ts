@@ -1,7 +1,7 @@
 // Event delivery by real server processes on one PostgreSQL database: a server killed with SIGKILL while
 // deliveries are in flight loses none of them (a restarted one delivers every committed event; what the
-// dead one had sent but not recorded comes again, and is counted), and two servers share a backlog with
-// each event delivered once.
+// dead one had sent but not recorded comes again, and is counted); one stopped with SIGTERM finishes and
+// records what it sent, so nothing comes twice; and two servers share a backlog with each event delivered once.
 import { eq, sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventDeliveries, outboxEvents, subscriptions } from "../../src/db/schema/index.js";
@@ -71,6 +71,31 @@ describe.skipIf(!process.env.DATABASE_URL)("event delivery across server process
     const duplicates = receiver!.received.length - 20;
     console.info(`events after SIGKILL: 20 committed, ${receiver!.received.length} received, ${duplicates} duplicate(s)`);
     expect(duplicates).toBeLessThanOrEqual(20);
+  });
+
+  it("a server stopped with SIGTERM mid-delivery lets its deliveries finish and records them: nothing comes twice", async () => {
+    const { org, token, subscription } = await setUp();
+    const [first] = servers;
+    receiver!.answer = () => ({ status: 200, afterMs: 500 });
+    for (let i = 0; i < 10; i++) {
+      const res = await fetch(`${first!.baseUrl}/registry/v2/repos/${org}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: `stop-${i}` }),
+      });
+      expect(res.status).toBe(200);
+    }
+    await receiver!.waitFor(1);
+    first!.child.kill("SIGTERM");
+    expect((await first!.exited).code).toBe(0);
+    // Whatever it had sent was answered and recorded before it exited; the rest is due for the next server.
+    const recorded = await direct!.db.select().from(eventDeliveries).where(eq(eventDeliveries.subscriptionUid, subscription));
+    const delivered = recorded.filter((r) => r.state === "delivered").length;
+    expect(delivered).toBe(receiver!.received.length);
+    servers.push(await startServerProcess(scratch!.url, FAST));
+    await until("every event received", async () => receiver!.idCounts().size, (n) => n === 10, 30_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(receiver!.received).toHaveLength(10);
   });
 
   it("two servers share a backlog, and each event is delivered once", async () => {

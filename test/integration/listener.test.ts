@@ -143,3 +143,24 @@ describe("oversized and malformed HTTP/1.1 requests", () => {
     expect(res.status).toBe(431);
   });
 });
+
+describe("closing", () => {
+  it("closes idle keep-alive HTTP/1.1 connections at once, without waiting for the grace period", async () => {
+    const l = await listen(handler, { port: 0, host: "127.0.0.1" });
+    const agent = new http.Agent({ keepAlive: true });
+    const got = await new Promise<string>((resolve, reject) => {
+      http.get({ host: "127.0.0.1", port: l.address.port, path: "/idle", agent }, (res) => {
+        let text = "";
+        res.on("data", (c) => (text += c));
+        res.on("end", () => resolve(text));
+      }).on("error", reject);
+    });
+    expect(got).toContain("/idle");
+    // The connection stays open in the agent, idle. A close with a grace of a minute ends long before it.
+    let closed = false;
+    const closing = l.close(60_000).then(() => (closed = true));
+    await Promise.race([closing, new Promise((r) => setTimeout(r, 10_000))]);
+    agent.destroy();
+    expect(closed).toBe(true);
+  });
+});

@@ -11,7 +11,8 @@
 // - Woken by the database (the fan-out trigger notifies apiserver_events at commit), when a busy sink frees
 //   half its slots, and every pollMs (retries falling due).
 // - Settled rows are pruned: delivered ones after retentionMs, failed ones after failedRetentionMs, and
-//   events no delivery refers to any more after retentionMs.
+//   events no delivery refers to any more after retentionMs. The backlog (pending and due deliveries) is
+//   logged at the same pace while there is one.
 import { DEFAULT_DELIVERY_OPTIONS } from "../../config.js";
 import type { KeyStore } from "../../kernel/auth/index.js";
 import { log } from "../../kernel/log.js";
@@ -238,6 +239,9 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
         if (r.deliveries < PRUNE_BATCH && r.events < PRUNE_BATCH) break;
       }
       if (total.deliveries + total.events > 0) log.info("events: pruned settled deliveries and old events", total);
+      // The backlog, once a pruning period, while there is one.
+      const depth = await queue.depth();
+      if (depth.pending > 0) log.info("events: delivery backlog", { ...depth, inFlight: stats.inFlight });
     } catch (err) {
       log.warn("events: pruning failed; will try again", { err });
     }
