@@ -40,7 +40,8 @@ export function createSubscriptionStore(db: Executor) {
           .select({ uid: subscriptions.uid })
           .from(subscriptions)
           .where(and(eq(subscriptions.groupUid, groupUid), eq(subscriptions.sink, sink)));
-        return alreadyExists(SubscriptionSchema.typeName, other?.uid ?? groupUid, `A subscription to ${JSON.stringify(sink)} already exists in group ${groupUid}`);
+        // The sink (up to 2,048 characters) is not echoed: the caller sent it, and the uid names the holder.
+        return alreadyExists(SubscriptionSchema.typeName, other?.uid ?? groupUid, `A subscription to this sink already exists in group ${groupUid}`);
       },
     },
   });
