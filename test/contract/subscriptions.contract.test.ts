@@ -178,11 +178,15 @@ runContractCases("CreateSubscription", base, [
       ["plain http to a private address", "http://10.0.0.1/x", "must be an https URL: plain http is allowed for loopback hosts only"],
       ["another scheme", "ftp://hooks.invalid/x", "must be an https URL: scheme ftp: is not allowed"],
       ["a relative URL", "/hooks/x", "must be an https URL: not an absolute URL"],
-      ["not a URL", "hooks example", "must be an https URL: not an absolute URL"],
+      ["no scheme", "hooks.invalid/x", "must be an https URL: not an absolute URL"],
       ["credentials", "https://user:secret@hooks.invalid/x", "must be an https URL: credentials in the URL"],
       ["a user name only", "https://user@hooks.invalid/x", "must be an https URL: credentials in the URL"],
       ["a fragment", "https://hooks.invalid/x#part", "must not have a fragment"],
       ["an empty fragment", "https://hooks.invalid/x#", "must not have a fragment"],
+      ["a space", "https://hooks.invalid/a b", "must not contain whitespace or control characters (percent-encode them)"],
+      ["a leading space", " https://hooks.invalid/x", "must not contain whitespace or control characters (percent-encode them)"],
+      ["a line break", "https://hooks.invalid/x\r\nHost: evil", "must not contain whitespace or control characters (percent-encode them)"],
+      ["a NUL character", "https://hooks.invalid/a\u0000b", "must not contain whitespace or control characters (percent-encode them)"],
       ["more than 2,048 characters", `https://hooks.invalid/${"a".repeat(2048)}`, "must be at most 2048 characters"],
     ] as const
   ).map(([what, sink, description]) =>
@@ -280,13 +284,28 @@ runContractCases("CreateSubscription", base, [
   }),
 ]);
 
-describe.each(protocols)("CreateSubscription then GetSubscription [%s]", (protocol: Protocol) => {
+describe.each(protocols)("CreateSubscription, read back and raced [%s]", (protocol: Protocol) => {
   it("what was created reads back the same", async () => {
     const created = await call(protocol, base(), SubscriptionsService.method.createSubscription, { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique(protocol)}` } }, world.auth("editor"));
     expect(created.error, created.error?.message).toBeUndefined();
     const got = await call(protocol, base(), SubscriptionsService.method.getSubscription, { uid: created.message!.uid }, world.auth("teamViewer"));
     expect(got.error, got.error?.message).toBeUndefined();
     expect(got.message).toEqual(created.message);
+  });
+
+  it("concurrent creates of one sink in a group: one subscription, the others ALREADY_EXISTS naming it", async () => {
+    const sink = `https://hooks.invalid/${unique(`race-${protocol}`)}`;
+    const outs = await Promise.all(
+      Array.from({ length: 6 }, () => call(protocol, base(), SubscriptionsService.method.createSubscription, { parent: world.team, subscription: { sink } }, world.auth("editor"))),
+    );
+    const created = outs.filter((o) => !o.error);
+    expect(created).toHaveLength(1);
+    for (const o of outs.filter((x) => x.error)) {
+      expect(o.error!.code, o.error!.message).toBe(Code.AlreadyExists);
+      expect(o.error!.details.find((d) => d.$typeName === ResourceInfoSchema.typeName)).toMatchObject({ resourceType: SUBSCRIPTION, resourceName: created[0]!.message!.uid });
+    }
+    const listed = await call(protocol, base(), SubscriptionsService.method.listSubscriptions, { uidp: { childrenOf: world.team }, pageSize: 200 }, world.auth("editor"));
+    expect(listed.message!.subscriptions.filter((s) => s.sink === sink)).toHaveLength(1);
   });
 });
 
