@@ -26,6 +26,7 @@ import { bindPartial, type DomainDeps, type ServiceBinding } from "./bindings.js
 import { grantServiceNames, iamBindings } from "../iam/index.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
+import { eventsBindings } from "../events/index.js";
 import { sinkPolicyFor, type SinkPolicy } from "../events/sinks.js";
 import { createHealth, ServingStatus } from "./health.js";
 import { watchDatabase } from "./database-health.js";
@@ -97,7 +98,7 @@ export interface App {
  * the outbox tests read this list to find the services they must cover.
  */
 export function domainBindings(domain: DomainDeps): ServiceBinding[] {
-  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain)];
+  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...eventsBindings(domain)];
 }
 
 /**

@@ -1,5 +1,5 @@
-// The authorization matrix of every service the server implements (IAM, registry, the token exchange,
-// ping), generated from the descriptors: each method, over REST and gRPC, called by eight kinds of caller.
+// The authorization matrix of every service the server implements (IAM, registry, events, the token
+// exchange, ping), generated from the descriptors: each method, over REST and gRPC, called by eight kinds of caller.
 // What each caller may do follows from the method's `auth` option (its capabilities) and the capabilities
 // the caller's bindings grant on the target group, so the expected code is computed, not written by hand;
 // the table only says how to build a request aimed at the target group and what an authorized caller gets.
@@ -10,7 +10,7 @@ import { Code } from "@connectrpc/connect";
 import { SignJWT, generateKeyPair } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
-import { repos, tags } from "../../src/db/schema/index.js";
+import { repos, subscriptions, tags } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods } from "../../src/kernel/descriptors.js";
@@ -55,11 +55,13 @@ function capabilitiesOnTarget(caller: Caller): ReadonlySet<Capability> {
   }
 }
 
-/** The world, and registry resources in the target group T (world.team). */
+/** The world, and registry and events resources in the target group T (world.team). */
 interface Target extends World {
   /** A repo in T, and a tag of it. */
   repo: string;
   tag: string;
+  /** An event subscription in T. */
+  subscription: string;
 }
 
 interface Row {
@@ -170,6 +172,14 @@ const table: Record<string, Row> = {
   "ImagesService.GetArchitectures": { request: (t) => ({ repoUid: t.repo, digest: absentDigest }), allowed: Code.NotFound },
   "ImagesService.GetSize": { request: (t) => ({ repoUid: t.repo, digest: absentDigest }), allowed: Code.NotFound },
 
+  "SubscriptionsService.GetSubscription": { request: (t) => ({ uid: t.subscription }), allowed: "OK" },
+  "SubscriptionsService.CreateSubscription": {
+    request: (t) => ({ parent: t.team, subscription: { sink: "https://hooks.invalid/matrix" } }),
+    allowed: ["OK", Code.AlreadyExists],
+  },
+  "SubscriptionsService.ListSubscriptions": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
+  "SubscriptionsService.DeleteSubscription": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
+
   // The token exchange decides by the presented token alone (its rule is `disabled`): none of the matrix's
   // tokens (this server's own, a foreign issuer's, none) is one the owner's claim match accepts, so every
   // caller is refused, the owner and those granted everything on T included.
@@ -211,7 +221,9 @@ beforeAll(async () => {
   const tag = newChildUid(repo);
   await server.database.db.insert(repos).values({ uid: repo, groupUid: world.team, name: "matrix-seeded" });
   await server.database.db.insert(tags).values({ uid: tag, repoUid: repo, name: "seeded", kind: tagKindOf("seeded"), digest: absentDigest });
-  target = { ...world, repo, tag };
+  const subscription = newChildUid(world.team);
+  await server.database.db.insert(subscriptions).values({ uid: subscription, groupUid: world.team, sink: "https://hooks.invalid/seeded" });
+  target = { ...world, repo, tag, subscription };
   const { privateKey } = await generateKeyPair("ES256");
   const foreign = await new SignJWT({})
     .setProtectedHeader({ alg: "ES256", kid: "k" })

@@ -1,8 +1,9 @@
 // Authorization as a property, generated from the descriptors: two organizations, each with a resource of
-// every type the server builds (groups, identities, roles, role bindings, repos, tags), and callers of one
-// (the attacker, A) aiming at the other (the victim, B). Nothing here names a method: the methods are those
-// of the services the server implements (domainBindings), their rules and scope field paths are read from
-// the proto (apiserver.options.v1: auth, iam_scope), so a new method is covered without a new test.
+// every type the server builds (groups, identities, roles, role bindings, repos, tags, event subscriptions),
+// and callers of one (the attacker, A) aiming at the other (the victim, B). Nothing here names a method: the
+// methods are those of the services the server implements (domainBindings), their rules and scope field paths
+// are read from the proto (apiserver.options.v1: auth, iam_scope), so a new method is covered without a new
+// test.
 //
 //   1. Every scoped method (read, update, delete, create under a parent), its scope field set to each of B's
 //      uids and to tricks made of them (uppercase hex, `..`, trailing segments, B nested under A, encoded `/`
@@ -23,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import { identities, repos, roleBindings, roles, tags } from "../../src/db/schema/index.js";
+import { identities, repos, roleBindings, roles, subscriptions, tags } from "../../src/db/schema/index.js";
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods, registry } from "../../src/kernel/descriptors.js";
@@ -45,7 +46,9 @@ interface Org extends World {
   binding: string;
   repo: string;
   tag: string;
-  /** A resource uid of every type (groups, an identity, a custom role, role bindings, a repo, a tag). */
+  /** An event subscription on team (its sink carries the marker). */
+  subscription: string;
+  /** A resource uid of every type (groups, an identity, a custom role, role bindings, a repo, a tag, a subscription). */
   uids: string[];
 }
 
@@ -72,6 +75,8 @@ async function seedOrg(server: TestServer, name: string, mark: string): Promise<
   await db.insert(repos).values({ uid: repo, groupUid: world.team, name: `repo${mark}`, description: `repo ${mark}` });
   const tag = newChildUid(repo);
   await db.insert(tags).values({ uid: tag, repoUid: repo, name: `tag${mark}`, kind: tagKindOf(`tag${mark}`), digest });
+  const subscription = newChildUid(world.team);
+  await db.insert(subscriptions).values({ uid: subscription, groupUid: world.team, sink: `https://hooks.invalid/sink${mark}` });
   const seeded = await db.select({ uid: roleBindings.uid }).from(roleBindings).where(eq(roleBindings.groupUid, world.org));
   return {
     ...world,
@@ -80,7 +85,8 @@ async function seedOrg(server: TestServer, name: string, mark: string): Promise<
     binding,
     repo,
     tag,
-    uids: [world.org, world.team, member, role, binding, ...seeded.slice(0, 1).map((b) => b.uid), repo, tag],
+    subscription,
+    uids: [world.org, world.team, member, role, binding, ...seeded.slice(0, 1).map((b) => b.uid), repo, tag, subscription],
   };
 }
 

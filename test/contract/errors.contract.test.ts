@@ -54,7 +54,8 @@ const faults = {
 let server: TestServer;
 let world: World;
 beforeAll(async () => {
-  server = await startTestServer({ overrides: [bindPartial(ReposService, faults)] });
+  // SubscriptionsService with no methods: bound as the server binds every service no domain builds.
+  server = await startTestServer({ overrides: [bindPartial(ReposService, faults), bindPartial(SubscriptionsService, {})] });
   world = await seedWorld(server);
 });
 const owner = () => world.auth("owner");

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ReposService, type ListReposRequest } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { ArtifactsService } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
+import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { bindPartial } from "../../src/server/bindings.js";
@@ -35,6 +36,8 @@ beforeAll(async () => {
             return { artifacts: [] };
           },
       }),
+      // No methods: bound as the server binds every service no domain builds.
+      bindPartial(SubscriptionsService, {}),
     ],
   });
   world = await seedWorld(server);

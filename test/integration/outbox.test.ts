@@ -17,6 +17,7 @@ import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
+import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
@@ -54,6 +55,8 @@ const newBinding = async () =>
   (await make(RoleBindingsService.method.createRoleBinding, { parent: world.team, roleBinding: { identityUid: await newIdentity(), roleUid: viewer() } })).uid;
 const newRepo = async () => (await make(ReposService.method.createRepo, { parent: world.team, repo: { name: unique("repo") } })).uid;
 const newTag = async () => (await make(TagsService.method.createTag, { parent: await newRepo(), tag: { name: unique("v"), digest: digest(++n) } })).uid;
+const newSubscription = async () =>
+  (await make(SubscriptionsService.method.createSubscription, { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } })).uid;
 const bogus = () => `${world.team}/ffffffffffffffff`;
 
 interface Call {
@@ -184,6 +187,17 @@ const table: Record<string, Row> = {
     },
     refused: async () => ({ request: { uid: `${await newRepo()}/ffffffffffffffff` }, code: Code.NotFound }),
   },
+  "SubscriptionsService.CreateSubscription": {
+    ok: async () => ({ request: { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } } }),
+    refused: async () => ({ request: { parent: world.team, subscription: { sink: "http://hooks.invalid/plain" } }, code: Code.InvalidArgument }),
+  },
+  "SubscriptionsService.DeleteSubscription": {
+    ok: async () => {
+      const uid = await newSubscription();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
 };
 
 const keyOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;
@@ -210,7 +224,7 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
  * last_seen_time is left out: authentication records it in the background, whatever the call does.
  */
 async function stateDigest(): Promise<string> {
-  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "outbox_events"];
+  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "outbox_events"];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
