@@ -3,9 +3,10 @@
 // A sink is an absolute https URL (plain http only to a loopback host, in development), without
 // credentials (deliveries authenticate with a signed token instead) or fragment, of at most 2,048
 // characters, with no whitespace or control character (the URL parser would trim or encode them, so the
-// stored sink would not be the URL dialled; NUL cannot be stored at all). In production its host must resolve to public addresses only: checked when the subscription
-// is created, and again on every connection a delivery makes (the delivery client's lookup), so a name that
-// later resolves to a private address is refused at connect time.
+// stored sink would not be the URL dialled; NUL cannot be stored at all). In production its host must
+// resolve to public addresses only: checked when the subscription is created, and again on every connection
+// a delivery makes (the delivery client's lookup), so a name that later resolves to a private address is
+// refused at connect time.
 import type { FieldViolation } from "../kernel/errors/index.js";
 import { checkFetchUrl, ForbiddenAddressError, publicAddressesOf, systemResolver, type Resolver } from "../kernel/outbound.js";
 
