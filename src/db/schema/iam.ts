@@ -7,6 +7,7 @@
 import { sql } from "drizzle-orm";
 import { boolean, index, integer, jsonb, pgTable, text, uniqueIndex, type AnyPgColumn } from "drizzle-orm/pg-core";
 import { instant, uidText } from "./columns.js";
+import { externalGroupRoleMappings, identityProviders } from "./sso.js";
 
 export const groups = pgTable(
   "groups",
@@ -52,6 +53,14 @@ export const identities = pgTable(
     issuer: text("issuer"),
     subject: text("subject"),
     lastSeenTime: instant("last_seen_time"),
+    /** The identity provider that created this identity (first login or SCIM); null otherwise. */
+    identityProviderUid: uidText("identity_provider_uid").references((): AnyPgColumn => identityProviders.uid, { onDelete: "set null" }),
+    /** Its id at that provider: the token's sub or oid (per the provider's correlation rule), the SCIM externalId. */
+    externalId: text("external_id"),
+    /** False while a SCIM client has deactivated it: it is granted nothing. */
+    active: boolean("active").notNull().default(true),
+    /** The SCIM User resource's own attributes (userName, name, emails, ...) as the client last wrote them. */
+    scim: jsonb("scim").$type<Record<string, unknown>>(),
     /**
      * The caller-maintained IdentityMetadata (UpdateIdentityMetadata) as proto3 JSON, without the fields that
      * are identity columns (uid, name, company).
@@ -64,6 +73,7 @@ export const identities = pgTable(
     index("identities_parent_idx").on(t.parentUid, t.uid),
     index("identities_issuer_subject_idx").on(t.issuer, t.subject),
     index("identities_name_idx").on(t.name, t.uid),
+    uniqueIndex("identities_provider_external_idx").on(t.identityProviderUid, t.externalId),
   ],
 );
 
@@ -104,10 +114,16 @@ export const roleBindings = pgTable(
     roleUid: uidText("role_uid")
       .notNull()
       .references(() => roles.uid, { onDelete: "restrict" }),
+    /**
+     * The external group role mapping that made this binding at a login (null: made by hand). Logins add and
+     * remove only these; deleting the mapping deletes them.
+     */
+    mappingUid: uidText("mapping_uid").references((): AnyPgColumn => externalGroupRoleMappings.uid, { onDelete: "cascade" }),
     createTime: instant("create_time").notNull().defaultNow(),
     updateTime: instant("update_time").notNull().defaultNow(),
   },
   (t) => [
+    index("role_bindings_mapping_idx").on(t.mappingUid),
     uniqueIndex("role_bindings_unique_idx").on(t.groupUid, t.identityUid, t.roleUid),
     index("role_bindings_identity_idx").on(t.identityUid, t.groupUid),
     index("role_bindings_group_idx").on(t.groupUid, t.uid),
