@@ -10,6 +10,7 @@ import { BadRequestSchema, PreconditionFailureSchema, ResourceInfoSchema } from 
 import { manifests, repos } from "../../src/db/schema/index.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lazy } from "../support/matchers.js";
 import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
 
@@ -40,12 +41,6 @@ let world: World;
 let repo = "";
 
 const child = (digest: string, platform: string, size = 1234) => ({ digest, platform, mediaType: OCI_MANIFEST, size });
-/** Matches the value `get()` returns when the test runs (case tables are built before beforeAll). */
-const lazy = (get: () => unknown) => ({
-  asymmetricMatch: (actual: unknown) => actual === get(),
-  toString: () => "lazy value",
-  toAsymmetricMatcher: () => `lazy(${String(get())})`,
-});
 const violation = (field: string, description?: RegExp) => ({
   schema: BadRequestSchema,
   value: { fieldViolations: [description ? { field, description: expect.stringMatching(description) } : { field }] },

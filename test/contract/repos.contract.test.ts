@@ -4,7 +4,6 @@
 // refused deletion.
 import { Code } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { count, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
@@ -14,6 +13,7 @@ import { BadRequestSchema, PreconditionFailureSchema, ResourceInfoSchema } from 
 import { groups, identities, manifests, repos, roleBindings, roles, tagCounts, tags } from "../../src/db/schema/index.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lazy, ms } from "../support/matchers.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
 
@@ -44,13 +44,6 @@ const base = () => server.baseUrl;
 const field = (name: string, description?: unknown) => ({
   schema: BadRequestSchema,
   value: { fieldViolations: [description === undefined ? { field: name } : { field: name, description }] },
-});
-const ms = (t: Timestamp | undefined) => timestampDate(t!).getTime();
-/** Matches the value `get()` returns when the test runs (case tables are built before beforeAll). */
-const lazy = (get: () => unknown) => ({
-  asymmetricMatch: (actual: unknown) => actual === get(),
-  toString: () => "lazy value",
-  toAsymmetricMatcher: () => `lazy(${String(get())})`,
 });
 
 async function insertRepo(group: string, name: string, extra: Partial<typeof repos.$inferInsert> = {}): Promise<string> {

@@ -4,7 +4,6 @@
 // production sink policy with a fake resolver: loopback, private, link-local and metadata addresses are refused,
 // as literals and behind names, and a name resolving to a public address is accepted. Sinks of the development
 // server are under .invalid (RFC 2606: never resolves), so nothing a test subscribes can reach a real host.
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SubscriptionsService, type Subscription } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
@@ -15,6 +14,7 @@ import { sinkPolicyFor } from "../../src/events/sinks.js";
 import type { Resolver } from "../../src/kernel/outbound.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lazy, ms } from "../support/matchers.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
 
@@ -63,13 +63,6 @@ const prodBase = () => prod.baseUrl;
 const sinkViolation = (description?: unknown) => ({
   schema: BadRequestSchema,
   value: { fieldViolations: [description === undefined ? { field: "subscription.sink" } : { field: "subscription.sink", description }] },
-});
-const ms = (t: Timestamp | undefined) => timestampDate(t!).getTime();
-/** Matches the value `get()` returns when the test runs (case tables are built before beforeAll). */
-const lazy = (get: () => unknown) => ({
-  asymmetricMatch: (actual: unknown) => actual === get(),
-  toString: () => "lazy value",
-  toAsymmetricMatcher: () => `lazy(${String(get())})`,
 });
 
 async function insertSubscription(group: string, sink: string, extra: Partial<typeof subscriptions.$inferInsert> = {}): Promise<string> {

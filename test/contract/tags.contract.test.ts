@@ -3,7 +3,6 @@
 // digest and updated_since filters; no deprecated filter; order; keyset pages over 120 tags; totals from the
 // maintained counters, following creates and deletes; visibility).
 import { Code } from "@connectrpc/connect";
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { and, eq, sql, type SQL } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TagsService, type Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
@@ -12,6 +11,7 @@ import { repos, tagCounts, tags, TagKind } from "../../src/db/schema/index.js";
 import { tagKindOf } from "../../src/registry/tag-kind.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lazy, ms } from "../support/matchers.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
 
@@ -43,16 +43,9 @@ const fx = {
 let seq = 0;
 const unique = (prefix: string) => `${prefix}-${++seq}`;
 const base = () => server.baseUrl;
-const ms = (t: Timestamp | undefined) => timestampDate(t!).getTime();
 const names = (ts: Tag[]) => ts.map((t) => t.name);
 /** Names in byte order: where "-" and "." meet, the database collation decides the list order, not the test. */
 const sorted = (ts: Tag[]) => names(ts).sort();
-/** Matches the value `get()` returns when the test runs (case tables are built before beforeAll). */
-const lazy = (get: () => unknown) => ({
-  asymmetricMatch: (actual: unknown) => actual === get(),
-  toString: () => "lazy value",
-  toAsymmetricMatcher: () => `lazy(${String(get())})`,
-});
 const field = (name: string, description?: unknown) => ({
   schema: BadRequestSchema,
   value: { fieldViolations: [description === undefined ? { field: name } : { field: name, description }] },
