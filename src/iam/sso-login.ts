@@ -24,21 +24,33 @@
 //                    identity and role).
 //   deactivated      an identity a SCIM client deactivated (active = false) is refused, and nothing changes.
 //
+// Events: what a login changes is recorded in the outbox in its transaction, as the methods that make the
+// same changes record it (identity created, role binding created or deleted: their types, bodies and
+// groups), with the identity logging in as the actor and the token exchange as the method that emitted it.
+//
 // Role binding writes fire the grants NOTIFY trigger (other replicas forget); this replica's own cache is
 // told at once through `grantsChanged`, before the exchange answers.
-import { create } from "@bufbuild/protobuf";
+import { create, type DescMethod } from "@bufbuild/protobuf";
+import { EmptySchema } from "@bufbuild/protobuf/wkt";
 import { and, asc, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
 import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
-import { IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { IdentitiesService, IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import type { Db } from "../db/client.js";
-import { externalGroupRoleMappings, identities, identityProviders, roleBindings } from "../db/schema/index.js";
+import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityRow } from "../db/schema/index.js";
+import { outboxEvents } from "../db/schema/outbox.js";
 import { ExternalTokenError, type ExternalTokenVerifier } from "../kernel/auth/external.js";
 import type { ProviderLogin } from "../kernel/auth/provider-login.js";
+import { registry } from "../kernel/descriptors.js";
 import { unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
+import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "../kernel/outbox.js";
 import type { Executor } from "../kernel/store.js";
 import { isValidUid, newChildUid } from "../kernel/uidp.js";
-import { relationshipColumns } from "./identities.mapper.js";
+import { relationshipColumns, toIdentity } from "./identities.mapper.js";
+import { toRoleBinding } from "./role-bindings.mapper.js";
+import { createRoleBindingStore } from "./role-bindings.store.js";
 import { MAX_NAME_LENGTH } from "./validate.js";
 
 export interface ProviderLoginOptions {
@@ -96,6 +108,31 @@ function externalIdOf(rule: number, claims: Record<string, unknown>, sub: string
   return oid;
 }
 
+const planOf = (method: DescMethod): EventPlan => {
+  const plan = eventPlanOf(method);
+  if (!plan) throw new Error(`${method.name} declares no event`);
+  return plan;
+};
+const plans = {
+  identityCreated: planOf(IdentitiesService.method.createIdentity),
+  bindingCreated: planOf(RoleBindingsService.method.createRoleBinding),
+  bindingDeleted: planOf(RoleBindingsService.method.deleteRoleBinding),
+};
+const EXCHANGE_PATH = `/${SecurityTokenService.typeName}/${SecurityTokenService.method.exchange.name}`;
+
+/** The events of what one login changed, as the methods making the same changes record them. */
+async function recordEvents(tx: Executor, actor: string, change: { created?: IdentityRow | undefined; added: string[]; removed: string[] }): Promise<void> {
+  const events: OutboxEvent[] = [];
+  const event = (plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Parameters<typeof outboxEventOf>[1]["response"]) =>
+    events.push({ ...outboxEventOf(plan, { request, response, actor }, registry), method: EXCHANGE_PATH });
+  if (change.created) event(plans.identityCreated, create(plans.identityCreated.method.input), toIdentity(change.created));
+  for (const b of await createRoleBindingStore(tx).findHydratedMany(change.added)) {
+    event(plans.bindingCreated, create(plans.bindingCreated.method.input), toRoleBinding(b));
+  }
+  for (const uid of change.removed) event(plans.bindingDeleted, create(RoleBindingsService.method.deleteRoleBinding.input, { uid }), create(EmptySchema));
+  if (events.length > 0) await tx.insert(outboxEvents).values(events);
+}
+
 type Provider = Pick<
   typeof identityProviders.$inferSelect,
   "uid" | "groupUid" | "defaultRoleUid" | "oidcIssuer" | "oidcClientId" | "oidcGroupsClaim" | "oidcCorrelationRule"
@@ -104,8 +141,8 @@ type Provider = Pick<
 export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
   const { db } = opts;
 
-  /** Brings the identity's mapped bindings in line with `groups`; whether anything changed. */
-  async function sync(tx: Executor, provider: Provider, identityUid: string, groups: readonly string[]): Promise<boolean> {
+  /** Brings the identity's mapped bindings in line with `groups`: the bindings added and removed. */
+  async function sync(tx: Executor, provider: Provider, identityUid: string, groups: readonly string[]): Promise<{ added: string[]; removed: string[] }> {
     const wanted =
       groups.length === 0
         ? []
@@ -128,7 +165,7 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
         ),
       )
       .returning({ uid: roleBindings.uid });
-    if (wanted.length === 0) return removed.length > 0;
+    if (wanted.length === 0) return { added: [], removed: removed.map((r) => r.uid) };
     // One binding per group, identity and role: where one exists (by hand, or by another mapping of the
     // same role and scope) nothing is added.
     const added = await tx
@@ -136,7 +173,7 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
       .values(wanted.map((m) => ({ uid: newChildUid(m.scope), groupUid: m.scope, identityUid, roleUid: m.roleUid, mappingUid: m.uid })))
       .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
       .returning({ uid: roleBindings.uid });
-    return removed.length > 0 || added.length > 0;
+    return { added: added.map((r) => r.uid), removed: removed.map((r) => r.uid) };
   }
 
   /** The identity of `externalId` at the provider, locked for the rest of the transaction. */
@@ -175,7 +212,8 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
 
       const outcome = await db.transaction(async (tx) => {
         let row = await lockIdentity(tx, p.uid, externalId);
-        let created = false;
+        let created: IdentityRow | undefined;
+        const defaultBinding: string[] = [];
         if (!row) {
           const email = typeof claims.email === "string" ? claims.email : "";
           const verifiedEmail = claims.email_verified === true || claims.email_verified === "true";
@@ -202,19 +240,22 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
               externalId,
             })
             .onConflictDoNothing({ target: [identities.identityProviderUid, identities.externalId] })
-            .returning({ uid: identities.uid, active: identities.active });
+            .returning();
           if (inserted) {
-            created = true;
-            await tx.insert(roleBindings).values({ uid: newChildUid(p.groupUid), groupUid: p.groupUid, identityUid: inserted.uid, roleUid: p.defaultRoleUid });
+            created = inserted;
+            const binding = newChildUid(p.groupUid);
+            await tx.insert(roleBindings).values({ uid: binding, groupUid: p.groupUid, identityUid: inserted.uid, roleUid: p.defaultRoleUid });
+            defaultBinding.push(binding);
           }
           // Not inserted: a concurrent first login of the same person committed it first (its insert held
           // ours until then); read it now.
           row = inserted ?? (await lockIdentity(tx, p.uid, externalId));
           if (!row) throw new Error(`identity of ${p.uid} ${externalId} neither inserted nor found`);
         }
-        if (!row.active) return { uid: row.uid, active: false, created, changed: false };
-        const changed = await sync(tx, p, row.uid, groups);
-        return { uid: row.uid, active: true, created, changed };
+        if (!row.active) return { uid: row.uid, active: false, created: false, changed: false };
+        const { added, removed } = await sync(tx, p, row.uid, groups);
+        await recordEvents(tx, row.uid, { created, added: [...defaultBinding, ...added], removed });
+        return { uid: row.uid, active: true, created: created !== undefined, changed: added.length > 0 || removed.length > 0 };
       });
 
       if (!outcome.active) {

@@ -19,6 +19,7 @@ import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../
 import { BadRequestSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { externalGroupRoleMappings, identities, identityProviders, roleBindings } from "../../src/db/schema/index.js";
+import { outboxEvents } from "../../src/db/schema/outbox.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { groupsOf, identityNameFrom } from "../../src/iam/sso-login.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
@@ -117,6 +118,13 @@ async function bindingsOf(identityUid: string): Promise<string[]> {
   return rows.map((r) => `${roleName(r.roleUid)}@${r.groupUid}${r.mappingUid ? ` by ${r.mappingUid}` : ""}`).sort();
 }
 
+/** The events a login recorded with this identity as the actor, as "<type> <subject> in <group>". */
+async function eventsOf(identityUid: string): Promise<string[]> {
+  const rows = await server.database.db.select().from(outboxEvents).where(eq(outboxEvents.actor, identityUid));
+  for (const r of rows) expect(r.method).toBe("/chainguard.platform.oidc.SecurityTokenService/Exchange");
+  return rows.map((r) => `${r.type} ${r.subject} in ${r.groupUid}`).sort();
+}
+
 const createGroup = (token: string, name: string) =>
   call("connect-json", server.baseUrl, GroupsService.method.createGroup, { parent: acme.org, group: { name } }, { authorization: `Bearer ${token}` });
 
@@ -132,6 +140,13 @@ describe.each(protocols)("first login through a provider [%s]", (protocol) => {
     expect(decodeJwt(token)).toMatchObject({ iss: server.baseUrl, sub: row!.uid, aud: server.baseUrl, act: { iss: idp.url, sub } });
     expect(decodeJwt(token).exp).toBeLessThanOrEqual(decodeJwt(idToken).exp!);
     expect(await bindingsOf(row!.uid)).toEqual([`editor@${acme.org} by ${mapping.eng}`, `viewer@${acme.org}`].sort());
+    const bindingUids = (await server.database.db.select().from(roleBindings).where(eq(roleBindings.identityUid, row!.uid))).map((b) => b.uid);
+    expect(await eventsOf(row!.uid)).toEqual(
+      [
+        `dev.chainguard.api.iam.identity.created.v1 ${row!.uid} in ${acme.org}`,
+        ...bindingUids.map((b) => `dev.chainguard.api.iam.rolebindings.created.v1 ${b} in ${acme.org}`),
+      ].sort(),
+    );
 
     const got = await call(protocol, server.baseUrl, GroupsService.method.getGroup, { uid: acme.org }, { authorization: `Bearer ${token}` });
     expect(got.error?.message).toBeUndefined();
@@ -163,8 +178,16 @@ describe("groups claim sync at each login", () => {
     expect(await bindingsOf(bob.uid)).toEqual([...handMade, `editor@${acme.org} by ${mapping.eng}`].sort());
 
     await server.database.db.delete(roleBindings).where(and(eq(roleBindings.identityUid, bob.uid), eq(roleBindings.groupUid, acme.org), eq(roleBindings.roleUid, managedRole("owner").uid)));
+    const [engBinding] = await server.database.db.select().from(roleBindings).where(and(eq(roleBindings.identityUid, bob.uid), eq(roleBindings.mappingUid, mapping.eng)));
     const token2 = await login("rest", provider.acme, await idp.mint({ sub, groups: ["admins"] }));
     expect(await bindingsOf(bob.uid)).toEqual([`editor@${acme.team}`, `viewer@${acme.org}`, `owner@${acme.org} by ${mapping.admins}`].sort());
+    const [adminsBinding] = await server.database.db.select().from(roleBindings).where(and(eq(roleBindings.identityUid, bob.uid), eq(roleBindings.mappingUid, mapping.admins)));
+    expect(await eventsOf(bob.uid)).toEqual(
+      expect.arrayContaining([
+        `dev.chainguard.api.iam.rolebindings.deleted.v1 ${engBinding!.uid} in ${acme.org}`,
+        `dev.chainguard.api.iam.rolebindings.created.v1 ${adminsBinding!.uid} in ${acme.org}`,
+      ]),
+    );
     // The grants this replica remembered for bob are forgotten: owner now, at once.
     const created = await createGroup(token2, "by-owner");
     expect(created.error?.message).toBeUndefined();
