@@ -71,8 +71,8 @@ function refusal(err: unknown, identity: string, provider: string): Error {
         provider
           ? `The presented token is not accepted by identity provider ${provider} (the provider does not exist, or the token is not an ID token it issued for its client)`
           : identity
-          ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
-          : "The presented token does not assume any identity by its exact issuer and subject",
+            ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
+            : "The presented token does not assume any identity by its exact issuer and subject",
         "TOKEN_NOT_ACCEPTED",
       );
   }
