@@ -13,7 +13,7 @@ import { createListPlanner } from "../kernel/list/index.js";
 import { createUnitOfWork } from "../kernel/unit-of-work.js";
 import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type IdentityDirectory, type KeyStore } from "../kernel/auth/index.js";
 import { createGrantsCache } from "../kernel/auth/grants-cache.js";
-import { createExternalVerifier } from "../kernel/auth/external.js";
+import { canAssume, createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
 import { log } from "../kernel/log.js";
 import { peerContextValues } from "../kernel/peer.js";
@@ -24,6 +24,7 @@ import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
 import { bindPartial, type DomainDeps, type ServiceBinding } from "./bindings.js";
 import { grantServiceNames, iamBindings } from "../iam/index.js";
+import { createProviderLogin } from "../iam/sso-login.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
 import { eventsBindings } from "../events/index.js";
@@ -106,13 +107,15 @@ export function domainBindings(domain: DomainDeps): ServiceBinding[] {
  * override, or (a service no domain builds yet) none, whose methods answer UNIMPLEMENTED with ErrorInfo on
  * every protocol. Domains add their bindings here.
  */
-function serviceBindings(deps: AppDeps, external: ExternalVerifier): ServiceBinding[] {
+function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChanged: () => void): ServiceBinding[] {
   const domain: DomainDeps = {
     db: deps.database.db,
     lists: createListPlanner({ secret: deps.pageTokenSecret }),
     issuerUrl: deps.issuerUrl,
     keys: deps.keys,
     external,
+    // Logins through identity providers verify ID tokens with the same verifier (its discovery and key caches).
+    providerLogin: canAssume(external) ? createProviderLogin({ db: deps.database.db, verifier: external, grantsChanged }) : undefined,
     rateLimits: deps.rateLimits,
     sinks: deps.sinks ?? sinkPolicyFor("production"),
   };
@@ -160,7 +163,7 @@ export function createApp(deps: AppDeps): App {
     readMaxBytes: limits.maxRequestBytes,
     jsonOptions: { registry },
   });
-  const bindings = serviceBindings(deps, external);
+  const bindings = serviceBindings(deps, external, grants.clear);
   registerServices(router, bindings);
 
   const health = createHealth();

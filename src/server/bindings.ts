@@ -1,7 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
-import type { ExternalVerifier, KeyStore } from "../kernel/auth/index.js";
+import type { ExternalVerifier, KeyStore, ProviderLogin } from "../kernel/auth/index.js";
 import type { SinkPolicy } from "../events/sinks.js";
 import type { ListPlanner } from "../kernel/list/index.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
@@ -38,6 +38,8 @@ export interface DomainDeps {
   issuerUrl: string;
   keys: KeyStore;
   external: ExternalVerifier | undefined;
+  /** Login through an organization's identity provider (the token exchange's `identity_provider`). */
+  providerLogin?: ProviderLogin | undefined;
   /**
    * Budgets of repeated failures per caller (kernel/rate-limit.ts); each service keeps its own counts.
    * Default DEFAULT_RATE_LIMITS.

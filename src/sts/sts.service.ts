@@ -10,6 +10,11 @@
 // PreconditionFailure violation each with the identity uid as its subject, and the caller exchanges again
 // naming one. Nobody loses access because another organization created an identity for them.
 //
+// With `identity_provider` (the uid of an organization's identity provider), the token is an ID token of that
+// provider: the IAM domain verifies it against the provider's issuer and client id, finds or creates the
+// identity it correlates to, and brings its group-mapped role bindings in line with the token
+// (iam/sso-login.ts); `identity` is then left empty (the provider decides which identity it is).
+//
 // Refusals never reveal whether an identity exists: an unknown identity and one the token does not match
 // give the same UNAUTHENTICATED answer. The exception is an AWS or service-principal identity, which this
 // server cannot verify tokens for at all: that is said plainly (FAILED_PRECONDITION).
@@ -39,13 +44,16 @@ function validate(req: ExchangeRequest, issuerUrl: string): void {
   if (req.scope !== "") violations.push({ field: "scope", description: "down-scoping tokens is not supported by this server" });
   if (req.cap.length > 0) violations.push({ field: "cap", description: "down-scoping tokens is not supported by this server" });
   if (req.scopes.length > 0) violations.push({ field: "scopes", description: "down-scoping tokens is not supported by this server" });
-  if (req.identityProvider !== "") violations.push({ field: "identity_provider", description: "custom identity providers are not supported by this server" });
+  if (req.identityProvider !== "") {
+    if (!isValidUid(req.identityProvider)) violations.push({ field: "identity_provider", description: "is not a valid uid" });
+    if (req.identity !== "") violations.push({ field: "identity", description: "must be empty with identity_provider: the provider's login decides the identity" });
+  }
   if (violations.length > 0) throw invalidArgument(violations);
 }
 
-function refusal(err: unknown, identity: string): Error {
+function refusal(err: unknown, identity: string, provider: string): Error {
   if (!(err instanceof ExternalTokenError)) return err instanceof Error ? err : new Error(String(err));
-  log.debug("token exchange refused", { identity, code: err.code, why: err.message, cause: err.cause });
+  log.debug("token exchange refused", { identity, provider, code: err.code, why: err.message, cause: err.cause });
   switch (err.code) {
     case "TOKEN_INVALID":
       return unauthenticated(`Invalid bearer token: ${err.message}`, "TOKEN_INVALID");
@@ -60,9 +68,11 @@ function refusal(err: unknown, identity: string): Error {
       });
     case "NOT_ACCEPTED":
       return unauthenticated(
-        identity
-          ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
-          : "The presented token does not assume any identity by its exact issuer and subject",
+        provider
+          ? `The presented token is not accepted by identity provider ${provider} (the provider does not exist, or the token is not an ID token it issued for its client)`
+          : identity
+            ? `The presented token does not assume identity ${identity} (the identity does not exist, or the token does not satisfy it)`
+            : "The presented token does not assume any identity by its exact issuer and subject",
         "TOKEN_NOT_ACCEPTED",
       );
   }
@@ -96,6 +106,7 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
   async function exchange(req: ExchangeRequest, token: string | undefined) {
     if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
     validate(req, deps.issuerUrl);
+    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token));
     const verifier = deps.external;
     if (!canAssume(verifier)) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
@@ -119,9 +130,23 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
         found = sole;
       }
     } catch (err) {
-      throw refusal(err, req.identity);
+      throw refusal(err, req.identity, "");
     }
+    return mint(req, found);
+  }
 
+  async function providerLogin(providerUid: string, token: string): Promise<ExternalAssumption> {
+    if (!deps.providerLogin) {
+      throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for identity providers' tokens" });
+    }
+    try {
+      return await deps.providerLogin.login(providerUid, token);
+    } catch (err) {
+      throw refusal(err, "", providerUid);
+    }
+  }
+
+  async function mint(req: ExchangeRequest, found: ExternalAssumption) {
     const now = Math.floor(Date.now() / 1000);
     const notAfter = Math.min(found.expiresAt, found.identityExpiresAt ?? Infinity);
     // A token within the clock tolerance of its expiry verifies, but leaves nothing to mint.

@@ -400,6 +400,58 @@ describe("audience: an identity that names none takes the operator's list (RFC 8
   });
 });
 
+describe("verifyIdToken (login through an identity provider): the client's issuer and client id", () => {
+  const client = { issuer: "", clientId: "client-x" };
+  beforeAll(() => {
+    client.issuer = idp.url;
+  });
+  const of = (c: { issuer: string; clientId: string } | undefined) => () => Promise.resolve(c);
+
+  it("verifies an ID token of the client, with the same discovery and key caches as other tokens", async () => {
+    const v = verifier();
+    const before = { ...idp.requests };
+    for (const alg of ["RS256", "ES256"] as const) {
+      const got = await v.verifyIdToken(await idp.mint({ sub: "someone", aud: "client-x", groups: ["a"] }, { alg }), of(client));
+      expect(got).toMatchObject({ issuer: idp.url, subject: "someone", claims: { groups: ["a"] } });
+    }
+    expect(await v.verifyIdToken(await idp.mint({ sub: "someone", aud: ["client-x", "other"], azp: "client-x" }), of(client))).toBeDefined();
+    expect(idp.requests.discovery - before.discovery).toBe(1);
+    expect(idp.requests.jwks - before.jwks).toBe(1);
+  });
+
+  it("refuses another client's token, another issuer's (fetching nothing from it), and no client at all", async () => {
+    const v = verifier();
+    const beforeStranger = { ...stranger.requests };
+    for (const [token, c] of [
+      [await idp.mint({ sub: "someone", aud: "client-y" }), client],
+      [await idp.mint({ sub: "someone", aud: ["client-x", "client-y"], azp: "client-y" }), client],
+      [await idp.mint({ sub: "someone", aud: AUDIENCE }), client],
+      [await stranger.mint({ sub: "someone", aud: "client-x" }), client],
+      [await idp.mint({ sub: "someone", aud: "client-x" }, { unpublishedKey: true }), client],
+      [await idp.mint({ sub: "someone", aud: "client-x" }), undefined],
+    ] as const) {
+      expect((await failure(v.verifyIdToken(token, of(c)))).code).toBe("NOT_ACCEPTED");
+    }
+    expect(stranger.requests).toEqual(beforeStranger);
+  });
+
+  it("checks the token itself before asking for the client; plain http only when loopback issuers are allowed", async () => {
+    let asked = 0;
+    const counted = () => {
+      asked++;
+      return Promise.resolve(client);
+    };
+    const v = verifier();
+    expect((await failure(v.verifyIdToken("garbage", counted))).code).toBe("TOKEN_INVALID");
+    expect((await failure(v.verifyIdToken(await idp.mint({ sub: "someone", aud: "client-x" }, { ttlSeconds: -600 }), counted))).code).toBe("ERR_JWT_EXPIRED");
+    expect(asked).toBe(0);
+    const before = { ...idp.requests };
+    const strict = verifier({ allowInsecureLoopback: false });
+    expect((await failure(strict.verifyIdToken(await idp.mint({ sub: "someone", aud: "client-x" }), counted))).code).toBe("NOT_ACCEPTED");
+    expect(idp.requests).toEqual(before);
+  });
+});
+
 describe("StaticKeys identities", () => {
   it("verifies with the registered keys, honouring audiences and expiration", async () => {
     const pair = await staticKeyPair("ES256");

@@ -10,6 +10,9 @@
 //                             exchanging for one: see access.ts, sts.service.ts).
 //   assume(token, identity)   a token presented to the token exchange to assume the named identity: it
 //                             must satisfy that identity's relationship (patterns, audience, claims).
+//   verifyIdToken(token, client)
+//                             an ID token presented to log in through an organization's identity provider
+//                             (iam/sso-login.ts): issued by the provider's issuer for its client id.
 //
 // Audience (RFC 8725, section 3.9): a token must be meant for this service. An identity that names an
 // audience (ClaimMatch.aud, StaticKeys.audiences) takes tokens for that audience only; one that names none
@@ -90,11 +93,33 @@ export interface ExternalAssumption {
   homeGroup?: string | undefined;
 }
 
+/** An OIDC client an organization registered at its identity provider: whose ID tokens it takes. */
+export interface OidcClient {
+  issuer: string;
+  clientId: string;
+}
+
+/** A verified ID token. */
+export interface VerifiedIdToken {
+  issuer: string;
+  subject: string;
+  /** Seconds since the epoch. */
+  expiresAt: number;
+  /** Every claim of the token (verified). */
+  claims: JWTPayload;
+}
+
 export interface ExternalTokenVerifier extends ExternalVerifier {
   /** Every identity the token assumes directly (never empty), root-level first, then oldest. */
   verify(token: string, issuer: string): Promise<ExternalAssumption[]>;
   /** Verifies a token presented to assume the identity `identityUid` (token exchange). */
   assume(token: string, identityUid: string): Promise<ExternalAssumption>;
+  /**
+   * Verifies an ID token of `client` (OpenID Connect Core 1.0, section 3.1.3.7: issuer, audience, azp,
+   * signature, expiry). `client` is asked only once the token's own shape and expiry have passed, and
+   * answers undefined when there is no such client (NOT_ACCEPTED, as a token that does not verify).
+   */
+  verifyIdToken(token: string, client: () => Promise<OidcClient | undefined>): Promise<VerifiedIdToken>;
 }
 
 /** Whether a verifier (for example the one in DomainDeps) can serve the token exchange. */
@@ -481,6 +506,35 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         const t = inspect(token, tolerance);
         if (!identity) throw notAccepted("no such identity");
         return verifyAgainst(identity, token, t, false);
+      });
+    },
+
+    async verifyIdToken(token, clientOf) {
+      const t = await guarded(async () => inspect(token, tolerance));
+      // Database errors pass through, as in assume().
+      const client = await clientOf();
+      return guarded(async () => {
+        if (!client) throw notAccepted("no such client");
+        // Decided on the token's own claims before anything is fetched: a token of another issuer never
+        // makes the server contact it.
+        if (t.iss !== client.issuer) throw notAccepted("issuer is not the client's");
+        if (!audiencesOf(t.claims).includes(client.clientId)) throw notAccepted("audience is not the client's");
+        let getKey: JWTVerifyGetKey;
+        try {
+          getKey = await keysOf(t.iss);
+        } catch (err) {
+          throw notAccepted("issuer keys unavailable", err);
+        }
+        let payload: JWTPayload;
+        try {
+          ({ payload } = await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer: client.issuer, audience: client.clientId }));
+        } catch (err) {
+          if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
+          throw notAccepted("signature or claims do not verify", err);
+        }
+        // An ID token issued to another party that merely lists this client among its audiences.
+        if (payload.azp !== undefined && payload.azp !== client.clientId) throw notAccepted("authorized party is not the client");
+        return { issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, claims: payload };
       });
     },
   };

@@ -6,3 +6,4 @@ export * from "./keys.js";
 export * from "./tokens.js";
 export * from "./authenticator.js";
 export * from "./interceptor.js";
+export * from "./provider-login.js";

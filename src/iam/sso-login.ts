@@ -1,0 +1,269 @@
+// Login through an organization's identity provider (the kernel's ProviderLogin, which the token exchange
+// calls with `identity_provider`): the ID token is verified against the provider's issuer and client id
+// (kernel/auth/external.ts fetches and caches its discovery document and keys), correlated to an identity
+// by the provider's rule, and the identity is created on first login. Every login then brings the bindings
+// the provider's group mappings made in line with the token's groups claim. One transaction does it all.
+//
+//   correlation      SUB (the default) or OID: identities.external_id is the token's `sub` or its `oid` claim
+//                    (Entra ID's object id, the same for every application, as SCIM's externalId is), unique
+//                    per provider. Concurrent first logins of one person create one identity: the insert
+//                    yields to the unique index (ON CONFLICT DO NOTHING) and reads the winner's row.
+//   first login      an identity under the provider's group, named from the token (name, preferred_username
+//                    or email, made to fit the identity name pattern), its email when the provider says it is
+//                    verified (else as unverified), relationship claim_match {issuer: the provider's issuer,
+//                    subject: the token's sub} (OID providers add the claim {oid: <oid>}, so it stays tied to
+//                    the object id); bound to the provider's default role on the provider's group (a binding
+//                    made by hand: mapping_uid null, never touched by sync).
+//   groups sync      the groups claim (oidc_groups_claim, default "groups": a list of strings; one string is
+//                    taken as a list of one, anything else or no claim as no groups, so a provider that omits
+//                    the claim takes the mapped roles away rather than leaving stale ones): a binding (on the
+//                    mapping's scope, for its role, mapping_uid set) for each mapping whose external group the
+//                    token lists; bindings made by a mapping whose group it no longer lists are deleted.
+//                    Bindings with mapping_uid null are never touched; where one already binds the same
+//                    role on the same group, no mapped binding is added beside it (one binding per group,
+//                    identity and role).
+//   deactivated      an identity a SCIM client deactivated (active = false) is refused, and nothing changes.
+//
+// Events: what a login changes is recorded in the outbox in its transaction, as the methods that make the
+// same changes record it (identity created, role binding created or deleted: their types, bodies and
+// groups), with the identity logging in as the actor and the token exchange as the method that emitted it.
+//
+// Role binding writes fire the grants NOTIFY trigger (other replicas forget); this replica's own cache is
+// told at once through `grantsChanged`, before the exchange answers.
+import { create, type DescMethod } from "@bufbuild/protobuf";
+import { EmptySchema } from "@bufbuild/protobuf/wkt";
+import { and, asc, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
+import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
+import { IdentitiesService, IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
+import type { Db } from "../db/client.js";
+import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityRow } from "../db/schema/index.js";
+import { outboxEvents } from "../db/schema/outbox.js";
+import { ExternalTokenError, type ExternalTokenVerifier } from "../kernel/auth/external.js";
+import type { ProviderLogin } from "../kernel/auth/provider-login.js";
+import { registry } from "../kernel/descriptors.js";
+import { unauthenticated } from "../kernel/errors/index.js";
+import { log } from "../kernel/log.js";
+import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "../kernel/outbox.js";
+import type { Executor } from "../kernel/store.js";
+import { isValidUid, newChildUid } from "../kernel/uidp.js";
+import { relationshipColumns, toIdentity } from "./identities.mapper.js";
+import { toRoleBinding } from "./role-bindings.mapper.js";
+import { createRoleBindingStore } from "./role-bindings.store.js";
+import { MAX_NAME_LENGTH } from "./validate.js";
+
+export interface ProviderLoginOptions {
+  db: Db;
+  /** Verifies the provider's ID tokens (the server's external verifier). */
+  verifier: Pick<ExternalTokenVerifier, "verifyIdToken">;
+  /** Makes this replica forget the grants it remembered (bindings changed). */
+  grantsChanged?: (() => void) | undefined;
+}
+
+/** The groups claim when the provider names none. */
+export const DEFAULT_GROUPS_CLAIM = "groups";
+
+/** The most groups of a token looked at (a token is at most 64 KiB anyway). */
+const MAX_GROUPS = 1000;
+
+const notAccepted = (why: string) => new ExternalTokenError("NOT_ACCEPTED", why);
+
+/**
+ * An identity name (`^[a-z0-9 ._-]{1,}$`) from what the token says of its person: the first of name,
+ * preferred_username and email that leaves something once lowercased, stripped of accents, and every run
+ * of other characters turned into "-" ("José Pérez" -> "jose perez", "ana@example.com" -> "ana-example.com").
+ */
+export function identityNameFrom(claims: Record<string, unknown>): string {
+  for (const claim of ["name", "preferred_username", "email"]) {
+    const value = claims[claim];
+    if (typeof value !== "string") continue;
+    const name = value
+      .normalize("NFKD")
+      .replace(/\p{M}+/gu, "")
+      .toLowerCase()
+      .replace(/[^a-z0-9 ._-]+/g, "-")
+      .replace(/\s+/g, " ")
+      .replace(/^[\s-]+|[\s-]+$/g, "")
+      .slice(0, MAX_NAME_LENGTH)
+      .trim();
+    if (name !== "") return name;
+  }
+  return "user";
+}
+
+/** The token's groups (see the file comment). */
+export function groupsOf(claims: Record<string, unknown>, claim: string): string[] {
+  const value = claims[claim || DEFAULT_GROUPS_CLAIM];
+  if (typeof value === "string") return [value];
+  if (!Array.isArray(value)) return [];
+  return value.filter((g): g is string => typeof g === "string").slice(0, MAX_GROUPS);
+}
+
+/** The token's id at the provider, by the provider's correlation rule. */
+function externalIdOf(rule: number, claims: Record<string, unknown>, sub: string): string {
+  if (rule !== CorrelationRule.OID_EQUALS_EXTERNAL_ID) return sub;
+  const oid = claims.oid;
+  if (typeof oid !== "string" || oid === "") throw notAccepted("the token has no oid claim, which the provider's correlation rule needs");
+  return oid;
+}
+
+const planOf = (method: DescMethod): EventPlan => {
+  const plan = eventPlanOf(method);
+  if (!plan) throw new Error(`${method.name} declares no event`);
+  return plan;
+};
+const plans = {
+  identityCreated: planOf(IdentitiesService.method.createIdentity),
+  bindingCreated: planOf(RoleBindingsService.method.createRoleBinding),
+  bindingDeleted: planOf(RoleBindingsService.method.deleteRoleBinding),
+};
+const EXCHANGE_PATH = `/${SecurityTokenService.typeName}/${SecurityTokenService.method.exchange.name}`;
+
+/** The events of what one login changed, as the methods making the same changes record them. */
+async function recordEvents(tx: Executor, actor: string, change: { created?: IdentityRow | undefined; added: string[]; removed: string[] }): Promise<void> {
+  const events: OutboxEvent[] = [];
+  const event = (plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Parameters<typeof outboxEventOf>[1]["response"]) =>
+    events.push({ ...outboxEventOf(plan, { request, response, actor }, registry), method: EXCHANGE_PATH });
+  if (change.created) event(plans.identityCreated, create(plans.identityCreated.method.input), toIdentity(change.created));
+  for (const b of await createRoleBindingStore(tx).findHydratedMany(change.added)) {
+    event(plans.bindingCreated, create(plans.bindingCreated.method.input), toRoleBinding(b));
+  }
+  for (const uid of change.removed) event(plans.bindingDeleted, create(RoleBindingsService.method.deleteRoleBinding.input, { uid }), create(EmptySchema));
+  if (events.length > 0) await tx.insert(outboxEvents).values(events);
+}
+
+type Provider = Pick<
+  typeof identityProviders.$inferSelect,
+  "uid" | "groupUid" | "defaultRoleUid" | "oidcIssuer" | "oidcClientId" | "oidcGroupsClaim" | "oidcCorrelationRule"
+>;
+
+export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
+  const { db } = opts;
+
+  /** Brings the identity's mapped bindings in line with `groups`: the bindings added and removed. */
+  async function sync(tx: Executor, provider: Provider, identityUid: string, groups: readonly string[]): Promise<{ added: string[]; removed: string[] }> {
+    const wanted =
+      groups.length === 0
+        ? []
+        : await tx
+            .select({ uid: externalGroupRoleMappings.uid, roleUid: externalGroupRoleMappings.roleUid, scope: externalGroupRoleMappings.scope })
+            .from(externalGroupRoleMappings)
+            .where(and(eq(externalGroupRoleMappings.identityProviderUid, provider.uid), inArray(externalGroupRoleMappings.externalGroupId, [...new Set(groups)])))
+            // Of two mappings of one role on one scope, the older makes the binding (a stable choice).
+            .orderBy(asc(externalGroupRoleMappings.createTime), asc(externalGroupRoleMappings.uid));
+    const keep = wanted.map((m) => m.uid);
+    // Removed first: a group lost and a group kept that map the same role on the same scope leave the
+    // binding made by the kept one.
+    const removed = await tx
+      .delete(roleBindings)
+      .where(
+        and(
+          eq(roleBindings.identityUid, identityUid),
+          isNotNull(roleBindings.mappingUid),
+          keep.length > 0 ? notInArray(roleBindings.mappingUid, keep) : undefined,
+        ),
+      )
+      .returning({ uid: roleBindings.uid });
+    if (wanted.length === 0) return { added: [], removed: removed.map((r) => r.uid) };
+    // One binding per group, identity and role: where one exists (by hand, or by another mapping of the
+    // same role and scope) nothing is added.
+    const added = await tx
+      .insert(roleBindings)
+      .values(wanted.map((m) => ({ uid: newChildUid(m.scope), groupUid: m.scope, identityUid, roleUid: m.roleUid, mappingUid: m.uid })))
+      .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
+      .returning({ uid: roleBindings.uid });
+    return { added: added.map((r) => r.uid), removed: removed.map((r) => r.uid) };
+  }
+
+  /** The identity of `externalId` at the provider, locked for the rest of the transaction. */
+  async function lockIdentity(tx: Executor, providerUid: string, externalId: string) {
+    const [row] = await tx
+      .select({ uid: identities.uid, active: identities.active })
+      .from(identities)
+      .where(and(eq(identities.identityProviderUid, providerUid), eq(identities.externalId, externalId)))
+      .for("update");
+    return row;
+  }
+
+  return {
+    async login(providerUid, token) {
+      let provider: Provider | undefined;
+      const verified = await opts.verifier.verifyIdToken(token, async () => {
+        if (!isValidUid(providerUid)) return undefined;
+        [provider] = await db
+          .select({
+            uid: identityProviders.uid,
+            groupUid: identityProviders.groupUid,
+            defaultRoleUid: identityProviders.defaultRoleUid,
+            oidcIssuer: identityProviders.oidcIssuer,
+            oidcClientId: identityProviders.oidcClientId,
+            oidcGroupsClaim: identityProviders.oidcGroupsClaim,
+            oidcCorrelationRule: identityProviders.oidcCorrelationRule,
+          })
+          .from(identityProviders)
+          .where(eq(identityProviders.uid, providerUid));
+        return provider && { issuer: provider.oidcIssuer, clientId: provider.oidcClientId };
+      });
+      const p = provider!;
+      const claims = verified.claims as Record<string, unknown>;
+      const externalId = externalIdOf(p.oidcCorrelationRule, claims, verified.subject);
+      const groups = groupsOf(claims, p.oidcGroupsClaim);
+
+      const outcome = await db.transaction(async (tx) => {
+        let row = await lockIdentity(tx, p.uid, externalId);
+        let created: IdentityRow | undefined;
+        const defaultBinding: string[] = [];
+        if (!row) {
+          const email = typeof claims.email === "string" ? claims.email : "";
+          const verifiedEmail = claims.email_verified === true || claims.email_verified === "true";
+          const relationship = create(IdentitySchema, {
+            relationship: {
+              case: "claimMatch",
+              value: {
+                iss: { case: "issuer", value: p.oidcIssuer },
+                sub: { case: "subject", value: verified.subject },
+                claims: p.oidcCorrelationRule === CorrelationRule.OID_EQUALS_EXTERNAL_ID ? { oid: externalId } : {},
+              },
+            },
+          }).relationship;
+          const [inserted] = await tx
+            .insert(identities)
+            .values({
+              uid: newChildUid(p.groupUid),
+              parentUid: p.groupUid,
+              name: identityNameFrom(claims),
+              email: verifiedEmail ? email : "",
+              emailUnverified: verifiedEmail ? "" : email,
+              ...relationshipColumns(relationship),
+              identityProviderUid: p.uid,
+              externalId,
+            })
+            .onConflictDoNothing({ target: [identities.identityProviderUid, identities.externalId] })
+            .returning();
+          if (inserted) {
+            created = inserted;
+            const binding = newChildUid(p.groupUid);
+            await tx.insert(roleBindings).values({ uid: binding, groupUid: p.groupUid, identityUid: inserted.uid, roleUid: p.defaultRoleUid });
+            defaultBinding.push(binding);
+          }
+          // Not inserted: a concurrent first login of the same person committed it first (its insert held
+          // ours until then); read it now.
+          row = inserted ?? (await lockIdentity(tx, p.uid, externalId));
+          if (!row) throw new Error(`identity of ${p.uid} ${externalId} neither inserted nor found`);
+        }
+        if (!row.active) return { uid: row.uid, active: false, created: false, changed: false };
+        const { added, removed } = await sync(tx, p, row.uid, groups);
+        await recordEvents(tx, row.uid, { created, added: [...defaultBinding, ...added], removed });
+        return { uid: row.uid, active: true, created: created !== undefined, changed: added.length > 0 || removed.length > 0 };
+      });
+
+      if (!outcome.active) {
+        throw unauthenticated(`Identity ${outcome.uid} has been deactivated by its identity provider`, "IDENTITY_DEACTIVATED");
+      }
+      if (outcome.created || outcome.changed) opts.grantsChanged?.();
+      if (outcome.created) log.info("identity created at first login", { identity: outcome.uid, provider: p.uid });
+      return { identityUid: outcome.uid, issuer: verified.issuer, subject: verified.subject, expiresAt: verified.expiresAt, homeGroup: p.groupUid };
+    },
+  };
+}
