@@ -412,6 +412,25 @@ describe.each(protocols)("ExternalGroupRoleMappingsService.CreateExternalGroupRo
   });
 });
 
+describe.each(protocols)("ExternalGroupRoleMappingsService.CreateExternalGroupRoleMapping under concurrency [%s]", (protocol) => {
+  it("concurrent creates of one mapping: one mapping, the others ALREADY_EXISTS naming it", async () => {
+    const group = unique(`race-${protocol}`);
+    const outs = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        call(protocol, server.baseUrl, S.createExternalGroupRoleMapping, { parent: uid.provider!, externalGroupRoleMapping: { externalGroupId: group, roleUid: viewerRole } }, world.auth("owner")),
+      ),
+    );
+    const created = outs.filter((o) => !o.error);
+    expect(created).toHaveLength(1);
+    for (const o of outs.filter((x) => x.error)) {
+      expect(o.error!.code, o.error!.message).toBe(Code.AlreadyExists);
+      expect(o.error!.details).toContainEqual(expect.objectContaining({ resourceType: MAPPING, resourceName: created[0]!.message!.uid }));
+    }
+    const rows = await server.database.db.select().from(externalGroupRoleMappings).where(eq(externalGroupRoleMappings.externalGroupId, group));
+    expect(rows).toHaveLength(1);
+  });
+});
+
 // ---------------------------------------------------------------------------------------------------------
 runContractCases("ExternalGroupRoleMappingsService.GetExternalGroupRoleMapping", () => server.baseUrl, [
   contractCase({
