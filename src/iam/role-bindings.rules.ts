@@ -34,13 +34,22 @@ export function targetViolations(t: BindingTarget, group: string): FieldViolatio
   const identityField = `${t.field}.identity_uid`;
   if (t.identityUid === "") out.push({ field: identityField, description: "is required" });
   else if (!isValidUid(t.identityUid)) out.push({ field: identityField, description: "is not a valid uid" });
-  const roleField = `${t.field}.role_uid`;
-  if (t.roleUid === "") out.push({ field: roleField, description: "is required" });
-  else if (!isValidUid(t.roleUid)) out.push({ field: roleField, description: "is not a valid uid" });
-  else if (!isRootUid(t.roleUid) && !isWithin(group, parentOf(t.roleUid)!)) {
-    out.push({ field: roleField, description: `must name a managed role or a custom role defined on ${JSON.stringify(group)} or one of its ancestors` });
-  }
+  out.push(...roleViolations(t.roleUid, `${t.field}.role_uid`, group));
   return out;
+}
+
+/**
+ * What is wrong with the role of a binding on `group`, from its uid alone, as violations on `field`: it is
+ * required, and must be a managed role or a custom role of the group or of one of its ancestors. Also the
+ * rule for the role of an external group role mapping, whose bindings are made on its scope.
+ */
+export function roleViolations(roleUid: string, field: string, group: string): FieldViolation[] {
+  if (roleUid === "") return [{ field, description: "is required" }];
+  if (!isValidUid(roleUid)) return [{ field, description: "is not a valid uid" }];
+  if (!isRootUid(roleUid) && !isWithin(group, parentOf(roleUid)!)) {
+    return [{ field, description: `must name a managed role or a custom role defined on ${JSON.stringify(group)} or one of its ancestors` }];
+  }
+  return [];
 }
 
 /** Violations for targets naming the same (identity, role) twice in one request. */

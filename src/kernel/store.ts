@@ -67,10 +67,10 @@ export function updateWhereChanged(columns: Record<string, AnyPgColumn>, also: R
   };
 }
 
-/** The table columns every resource table has. */
+/** The table columns every resource table has (an immutable resource, such as a role mapping, has no update_time). */
 interface ResourceColumns {
   uid: AnyPgColumn;
-  updateTime: AnyPgColumn;
+  updateTime?: AnyPgColumn;
 }
 
 export interface ResourceSpec<T extends PgTable & ResourceColumns, P extends string = never> {
@@ -180,7 +180,7 @@ export function resourceStore<
       const update = (on: Executor) =>
         on
           .update(table)
-          .set({ ...fields, updateTime: sql`now()` } as Partial<T["$inferInsert"]>)
+          .set((table.updateTime ? { ...fields, updateTime: sql`now()` } : fields) as Partial<T["$inferInsert"]>)
           .where(writableUid(uid))
           .returning(columns) as Promise<Row[]>;
       let rows: Row[];

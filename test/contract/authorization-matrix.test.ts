@@ -10,7 +10,7 @@ import { Code } from "@connectrpc/connect";
 import { SignJWT, generateKeyPair } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
-import { repos, subscriptions, tags } from "../../src/db/schema/index.js";
+import { externalGroupRoleMappings, identityProviders, repos, subscriptions, tags } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods } from "../../src/kernel/descriptors.js";
@@ -62,6 +62,9 @@ interface Target extends World {
   tag: string;
   /** An event subscription in T. */
   subscription: string;
+  /** An identity provider in T, and a mapping of it. */
+  identityProvider: string;
+  mapping: string;
 }
 
 interface Row {
@@ -180,6 +183,20 @@ const table: Record<string, Row> = {
   "SubscriptionsService.ListSubscriptions": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
   "SubscriptionsService.DeleteSubscription": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
 
+  "ExternalGroupRoleMappingsService.GetExternalGroupRoleMapping": { request: (t) => ({ uid: t.mapping }), allowed: "OK" },
+  // Also needs every capability of the role on the organization, which only the owner (bound there) holds.
+  "ExternalGroupRoleMappingsService.CreateExternalGroupRoleMapping": {
+    request: (t) => ({ parent: t.identityProvider, externalGroupRoleMapping: { externalGroupId: "matrix", roleUid: managedRole("registry.pull").uid } }),
+    allowed: ["OK", Code.AlreadyExists],
+  },
+  "ExternalGroupRoleMappingsService.DeleteExternalGroupRoleMapping": { request: (t) => ({ uid: absentUnder(t.identityProvider) }), allowed: Code.NotFound },
+  // Unknown names are skipped.
+  "ExternalGroupRoleMappingsService.BatchDeleteExternalGroupRoleMappings": {
+    request: (t) => ({ parent: t.identityProvider, names: [absentUnder(t.identityProvider)] }),
+    allowed: "OK",
+  },
+  "ExternalGroupRoleMappingsService.ListExternalGroupRoleMappings": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
+
   // The token exchange decides by the presented token alone (its rule is `disabled`): none of the matrix's
   // tokens (this server's own, a foreign issuer's, none) is one the owner's claim match accepts, so every
   // caller is refused, the owner and those granted everything on T included.
@@ -223,7 +240,20 @@ beforeAll(async () => {
   await server.database.db.insert(tags).values({ uid: tag, repoUid: repo, name: "seeded", kind: tagKindOf("seeded"), digest: absentDigest });
   const subscription = newChildUid(world.team);
   await server.database.db.insert(subscriptions).values({ uid: subscription, groupUid: world.team, sink: "https://hooks.invalid/seeded" });
-  target = { ...world, repo, tag, subscription };
+  const identityProvider = newChildUid(world.team);
+  await server.database.db.insert(identityProviders).values({
+    uid: identityProvider,
+    groupUid: world.team,
+    name: "matrix-seeded",
+    defaultRoleUid: managedRole("viewer").uid,
+    oidcIssuer: "https://idp.test",
+    oidcClientId: "matrix",
+  });
+  const mapping = newChildUid(identityProvider);
+  await server.database.db
+    .insert(externalGroupRoleMappings)
+    .values({ uid: mapping, identityProviderUid: identityProvider, externalGroupId: "seeded", roleUid: managedRole("viewer").uid, scope: world.org });
+  target = { ...world, repo, tag, subscription, identityProvider, mapping };
   const { privateKey } = await generateKeyPair("ES256");
   const foreign = await new SignJWT({})
     .setProtectedHeader({ alg: "ES256", kid: "k" })

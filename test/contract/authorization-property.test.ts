@@ -24,7 +24,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import { identities, repos, roleBindings, roles, subscriptions, tags } from "../../src/db/schema/index.js";
+import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
+import { externalGroupRoleMappings, identities, identityProviders, repos, roleBindings, roles, subscriptions, tags } from "../../src/db/schema/index.js";
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods, registry } from "../../src/kernel/descriptors.js";
@@ -48,6 +49,9 @@ interface Org extends World {
   tag: string;
   /** An event subscription on team (its sink carries the marker). */
   subscription: string;
+  /** An identity provider on org, and a mapping of one of its groups (both carry the marker). */
+  identityProvider: string;
+  mapping: string;
   /** A resource uid of every type (groups, an identity, a custom role, role bindings, a repo, a tag, a subscription). */
   uids: string[];
 }
@@ -77,6 +81,18 @@ async function seedOrg(server: TestServer, name: string, mark: string): Promise<
   await db.insert(tags).values({ uid: tag, repoUid: repo, name: `tag${mark}`, kind: tagKindOf(`tag${mark}`), digest });
   const subscription = newChildUid(world.team);
   await db.insert(subscriptions).values({ uid: subscription, groupUid: world.team, sink: `https://hooks.invalid/sink${mark}` });
+  const identityProvider = newChildUid(world.org);
+  await db.insert(identityProviders).values({
+    uid: identityProvider,
+    groupUid: world.org,
+    name: `idp${mark}`,
+    description: `idp ${mark}`,
+    defaultRoleUid: managedRole("viewer").uid,
+    oidcIssuer: `https://idp.test/${mark}`,
+    oidcClientId: `client${mark}`,
+  });
+  const mapping = newChildUid(identityProvider);
+  await db.insert(externalGroupRoleMappings).values({ uid: mapping, identityProviderUid: identityProvider, externalGroupId: `group${mark}`, roleUid: role, scope: world.org });
   const seeded = await db.select({ uid: roleBindings.uid }).from(roleBindings).where(eq(roleBindings.groupUid, world.org));
   return {
     ...world,
@@ -86,7 +102,9 @@ async function seedOrg(server: TestServer, name: string, mark: string): Promise<
     repo,
     tag,
     subscription,
-    uids: [world.org, world.team, member, role, binding, ...seeded.slice(0, 1).map((b) => b.uid), repo, tag, subscription],
+    identityProvider,
+    mapping,
+    uids: [world.org, world.team, member, role, binding, ...seeded.slice(0, 1).map((b) => b.uid), repo, tag, subscription, identityProvider, mapping],
   };
 }
 
@@ -508,6 +526,21 @@ describe.each(["grpc", "rest"] as const satisfies readonly Protocol[])("a uid of
         RoleBindingsService.method.updateRoleBinding,
         { roleBinding: { uid: a.binding, roleUid: r }, updateMask: { paths: ["role_uid"] } },
       ]),
+      ...rolesOfB.map((r): [string, DescMethodUnary, object] => [
+        `map a group of A's identity provider to B's role ${r}`,
+        ExternalGroupRoleMappingsService.method.createExternalGroupRoleMapping,
+        { parent: a.identityProvider, externalGroupRoleMapping: { externalGroupId: "x", roleUid: r } },
+      ]),
+      [
+        "map a group of A's identity provider onto B's organization",
+        ExternalGroupRoleMappingsService.method.createExternalGroupRoleMapping,
+        { parent: a.identityProvider, externalGroupRoleMapping: { externalGroupId: "x", roleUid: viewer, scope: b.org } },
+      ],
+      [
+        "batch-delete B's mapping under A's identity provider",
+        ExternalGroupRoleMappingsService.method.batchDeleteExternalGroupRoleMappings,
+        { parent: a.identityProvider, names: [b.mapping] },
+      ],
     ];
     for (const [what, method, request] of attempts) {
       const out = await call(protocol, server.baseUrl, method, request as never, a.auth("owner"));
@@ -516,5 +549,7 @@ describe.each(["grpc", "rest"] as const satisfies readonly Protocol[])("a uid of
       if (textOf(method, out).includes(MARK)) findings.add(`leak: ${what}: ${textOf(method, out)}`);
     }
     findings.check();
+    const [mapping] = await server.database.db.select().from(externalGroupRoleMappings).where(eq(externalGroupRoleMappings.uid, b.mapping));
+    expect(mapping, "B's mapping is still there").toBeDefined();
   });
 });

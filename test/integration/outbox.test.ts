@@ -13,6 +13,7 @@ import { Code } from "@connectrpc/connect";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
@@ -20,7 +21,7 @@ import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
-import { outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
+import { identityProviders, outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { eventRuleOf, registry } from "../../src/kernel/descriptors.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
@@ -58,6 +59,11 @@ const newTag = async () => (await make(TagsService.method.createTag, { parent: a
 const newSubscription = async () =>
   (await make(SubscriptionsService.method.createSubscription, { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } })).uid;
 const bogus = () => `${world.team}/ffffffffffffffff`;
+/** An identity provider in the team (inserted in beforeAll: its service is not this test's), and another. */
+let provider = "";
+let otherProvider = "";
+const newMapping = async () =>
+  (await make(ExternalGroupRoleMappingsService.method.createExternalGroupRoleMapping, { parent: provider, externalGroupRoleMapping: { externalGroupId: unique("g"), roleUid: viewer() } })).uid;
 
 interface Call {
   request: object;
@@ -187,6 +193,24 @@ const table: Record<string, Row> = {
     },
     refused: async () => ({ request: { uid: `${await newRepo()}/ffffffffffffffff` }, code: Code.NotFound }),
   },
+  "ExternalGroupRoleMappingsService.CreateExternalGroupRoleMapping": {
+    // The subject is <team>/<provider>/<mapping>: the event happened in the provider's group.
+    ok: async () => ({ request: { parent: provider, externalGroupRoleMapping: { externalGroupId: unique("g"), roleUid: viewer() } } }),
+    refused: async () => ({ request: { parent: provider, externalGroupRoleMapping: { externalGroupId: "", roleUid: viewer() } }, code: Code.InvalidArgument }),
+  },
+  "ExternalGroupRoleMappingsService.DeleteExternalGroupRoleMapping": {
+    ok: async () => {
+      const uid = await newMapping();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: `${provider}/ffffffffffffffff` }, code: Code.NotFound }),
+  },
+  "ExternalGroupRoleMappingsService.BatchDeleteExternalGroupRoleMappings": {
+    // No uid in the response: the subject is the provider, in the team.
+    ok: async () => ({ request: { parent: provider, names: [await newMapping(), await newMapping()] }, subject: provider }),
+    // A name of another provider: none is deleted, the valid one included.
+    refused: async () => ({ request: { parent: provider, names: [await newMapping(), `${otherProvider}/ffffffffffffffff`] }, code: Code.InvalidArgument }),
+  },
   "SubscriptionsService.CreateSubscription": {
     ok: async () => ({ request: { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } } }),
     refused: async () => ({ request: { parent: world.team, subscription: { sink: "http://hooks.invalid/plain" } }, code: Code.InvalidArgument }),
@@ -224,7 +248,7 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
  * last_seen_time is left out: authentication records it in the background, whatever the call does.
  */
 async function stateDigest(): Promise<string> {
-  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "outbox_events"];
+  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "outbox_events", "external_group_role_mappings"];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
@@ -244,6 +268,10 @@ beforeAll(async () => {
   const role = newChildUid(world.org);
   await db.insert(roles).values({ uid: role, parentUid: world.org, name: "readme-admin", capabilities: [Capability.CAP_REPO_LIST, Capability.CAP_REPO_UPDATE, Capability.CAP_REPO_INTERNAL_ADMIN] });
   await db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: world.identity.owner, roleUid: role });
+  const idp = (name: string) => ({ uid: newChildUid(world.team), groupUid: world.team, name, defaultRoleUid: viewer(), oidcIssuer: "https://idp.test", oidcClientId: name });
+  const [p, o] = [idp("outbox-idp"), idp("outbox-idp-other")];
+  await db.insert(identityProviders).values([p, o]);
+  [provider, otherProvider] = [p.uid, o.uid];
   // A switch that makes the outbox refuse the events of one type.
   await db.execute(sql`create table test_outbox_fault (type text primary key)`);
   await db.execute(sql.raw(`
