@@ -10,7 +10,7 @@ import { Code } from "@connectrpc/connect";
 import { SignJWT, generateKeyPair } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
-import { repos, subscriptions, tags } from "../../src/db/schema/index.js";
+import { identityProviders, repos, subscriptions, tags } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods } from "../../src/kernel/descriptors.js";
@@ -62,6 +62,8 @@ interface Target extends World {
   tag: string;
   /** An event subscription in T. */
   subscription: string;
+  /** An identity provider in T (PKCE, no token issued). */
+  identityProvider: string;
 }
 
 interface Row {
@@ -148,6 +150,33 @@ const table: Record<string, Row> = {
     allowed: Code.NotFound,
   },
 
+  "IdentityProvidersService.GetIdentityProvider": { request: (t) => ({ uid: t.identityProvider }), allowed: "OK" },
+  "IdentityProvidersService.ListIdentityProviders": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
+  "IdentityProvidersService.CreateIdentityProvider": {
+    request: (w) => ({
+      parent: w.team,
+      identityProvider: {
+        name: "matrix",
+        defaultRole: managedRole("viewer").uid,
+        configuration: { case: "oidc", value: { issuer: "https://idp.invalid", clientId: "matrix", pkceEnabled: true } },
+      },
+    }),
+    allowed: ["OK", Code.AlreadyExists],
+  },
+  "IdentityProvidersService.UpdateIdentityProvider": {
+    request: (t) => ({ identityProvider: { uid: t.identityProvider, description: "matrix" }, updateMask: { paths: ["description"] } }),
+    allowed: "OK",
+  },
+  "IdentityProvidersService.DeleteIdentityProvider": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
+  "IdentityProvidersService.GenerateScimToken": { request: (w) => ({ identityProviderUid: bogus(w) }), allowed: Code.NotFound },
+  "IdentityProvidersService.RegenerateScimToken": { request: (t) => ({ identityProviderUid: t.identityProvider, etag: "stale" }), allowed: Code.FailedPrecondition },
+  // Nothing to revoke: the state as it is.
+  "IdentityProvidersService.RevokeScimToken": { request: (t) => ({ identityProviderUid: t.identityProvider }), allowed: "OK" },
+  "IdentityProvidersService.SetScimEnabled": {
+    request: (t) => ({ identityProviderUid: t.identityProvider, enabled: true, etag: "stale" }),
+    allowed: Code.FailedPrecondition,
+  },
+
   "ReposService.GetRepo": { request: (t) => ({ uid: t.repo }), allowed: "OK" },
   "ReposService.CreateRepo": { request: (t) => ({ parent: t.team, repo: { name: "matrix" } }), allowed: ["OK", Code.AlreadyExists] },
   "ReposService.UpdateRepo": {
@@ -223,7 +252,17 @@ beforeAll(async () => {
   await server.database.db.insert(tags).values({ uid: tag, repoUid: repo, name: "seeded", kind: tagKindOf("seeded"), digest: absentDigest });
   const subscription = newChildUid(world.team);
   await server.database.db.insert(subscriptions).values({ uid: subscription, groupUid: world.team, sink: "https://hooks.invalid/seeded" });
-  target = { ...world, repo, tag, subscription };
+  const identityProvider = newChildUid(world.team);
+  await server.database.db.insert(identityProviders).values({
+    uid: identityProvider,
+    groupUid: world.team,
+    name: "matrix-seeded",
+    defaultRoleUid: managedRole("viewer").uid,
+    oidcIssuer: "https://idp.invalid",
+    oidcClientId: "seeded",
+    oidcPkceEnabled: true,
+  });
+  target = { ...world, repo, tag, subscription, identityProvider };
   const { privateKey } = await generateKeyPair("ES256");
   const foreign = await new SignJWT({})
     .setProtectedHeader({ alg: "ES256", kid: "k" })
