@@ -673,6 +673,17 @@ describe.each(protocols)("UpdateIdentityProvider [%s]", (protocol) => {
     expect(same.message!.updateTime).toEqual(p.updateTime);
   });
 
+  it("a full replacement (mask *) must carry the whole provider: without it, INVALID_ARGUMENT and nothing changes", async () => {
+    const p = await create();
+    const out = await update({ uid: p.uid, name: p.name }, ["*"]);
+    expect(out.error?.code).toBe(Code.InvalidArgument);
+    expect(out.error?.message).toMatch(/identity_provider\.default_role: is required/);
+    expect(out.error?.message).toMatch(/identity_provider\.oidc: is required/);
+    const row = await rowOf(p.uid);
+    expect([row.defaultRoleUid, row.oidcIssuer]).toEqual([viewerRole(), ISSUER]);
+    expect(box.open(row.oidcClientSecret!, p.uid)).toBe("initial-secret");
+  });
+
   it("renaming onto a taken name: ALREADY_EXISTS; too short: INVALID_ARGUMENT; a plain http issuer: INVALID_ARGUMENT", async () => {
     const p = await create();
     expect((await update({ uid: p.uid, name: "taken" })).error?.code).toBe(Code.AlreadyExists);
