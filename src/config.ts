@@ -1,6 +1,7 @@
 // The environment, parsed and validated once at start-up. Nothing else reads process.env.
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { parseSecretKey } from "./iam/secret-box.js";
 
 export interface Config {
   /** Port serving gRPC, gRPC-web, Connect and REST (HTTP/1.1 and HTTP/2; TLS too when configured). */
@@ -36,6 +37,12 @@ export interface Config {
    * this server's issuer URL.
    */
   externalAudiences: string[];
+  /**
+   * IDP_SECRET_KEY: the AES-256 key (base64 of 32 bytes) that encrypts identity providers' OIDC client
+   * secrets at rest (iam/secret-box.ts). Unset: in development a key kept in the database is used; in
+   * production no client secret can be stored (providers using PKCE only still work).
+   */
+  idpSecretKey: Uint8Array | undefined;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /**
    * On SIGTERM or SIGINT, how long requests in flight may take to finish before their connections are
@@ -162,6 +169,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     .map((a) => a.trim())
     .filter((a) => a !== "");
   if (externalAudiences.length === 0) throw new ConfigError("EXTERNAL_AUDIENCES must name at least one audience (comma-separated)");
+  let idpSecretKey: Uint8Array | undefined;
+  if (env.IDP_SECRET_KEY) {
+    const parsed = parseSecretKey(env.IDP_SECRET_KEY);
+    // The value itself is never echoed: it is a secret.
+    if (!(parsed instanceof Uint8Array)) throw new ConfigError(`IDP_SECRET_KEY ${parsed.refused}`);
+    idpSecretKey = parsed;
+  }
   return {
     port,
     host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
@@ -173,6 +187,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     issuerUrl,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     externalAudiences,
+    idpSecretKey,
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, DEFAULT_LIMITS.maxRequestBytes, 1024, 1024 * 1024 * 1024),

@@ -53,6 +53,9 @@ async function main(): Promise<void> {
   setLogLevel(config.logLevel);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool });
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
+  // Development without IDP_SECRET_KEY: a key kept in the database (as safe as the database itself).
+  const idpSecretKey = config.idpSecretKey ?? (config.mode === "development" ? await ensureSecret(database.db, "idp-secret-key") : undefined);
+  if (!idpSecretKey) log.warn("IDP_SECRET_KEY is not set: identity providers cannot be given an OIDC client secret (PKCE only)");
   const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   const directory = createIdentityDirectory(database.db);
@@ -64,6 +67,8 @@ async function main(): Promise<void> {
     keys,
     directory,
     sinks: sinkPolicyFor(config.mode),
+    idpSecretKey,
+    allowInsecureLoopbackIssuers: config.allowInsecureLoopbackIssuers,
     limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,

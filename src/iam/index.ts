@@ -1,12 +1,14 @@
 // The IAM domain's services.
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { externalGroupRoleMappingsBindings } from "./external-group-role-mappings.service.js";
 import { groupsBindings } from "./groups.service.js";
 import { identitiesBindings } from "./identities.service.js";
+import { identityProvidersBindings } from "./identity-providers.service.js";
 import { roleBindingsBindings } from "./role-bindings.service.js";
 import { rolesBindings } from "./roles.service.js";
 
@@ -17,17 +19,20 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
     ...rolesBindings(deps),
     ...roleBindingsBindings(deps),
     ...externalGroupRoleMappingsBindings(deps),
+    ...identityProvidersBindings(deps),
   ];
 }
 
 /**
  * The services whose writes can change what a caller is granted (an identity's home group or existence, a
- * role's capabilities, role bindings, and the mappings whose deletion deletes the bindings they made): after
- * each, the server forgets the grants it remembered.
+ * role's capabilities, role bindings, and the mappings whose deletion deletes the bindings they made;
+ * deleting an identity provider deletes its mappings and so their bindings): after each, the server
+ * forgets the grants it remembered.
  */
 export const grantServiceNames: readonly string[] = [
   IdentitiesService.typeName,
   RolesService.typeName,
   RoleBindingsService.typeName,
   ExternalGroupRoleMappingsService.typeName,
+  IdentityProvidersService.typeName,
 ];

@@ -29,6 +29,7 @@ import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
 import { eventsBindings } from "../events/index.js";
 import { sinkPolicyFor, type SinkPolicy } from "../events/sinks.js";
+import { createSecretBox } from "../iam/secret-box.js";
 import { createHealth, ServingStatus } from "./health.js";
 import { watchDatabase } from "./database-health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
@@ -61,6 +62,13 @@ export interface AppDeps {
   rateLimits?: Partial<RateLimits>;
   /** Which event sinks subscriptions may name. Default: the production policy (https, public addresses only). */
   sinks?: SinkPolicy;
+  /**
+   * The key that encrypts identity providers' OIDC client secrets (iam/secret-box.ts). Default none: no
+   * client secret can be stored.
+   */
+  idpSecretKey?: Uint8Array | undefined;
+  /** Whether identity providers may name a loopback issuer over plain http (development). Default false. */
+  allowInsecureLoopbackIssuers?: boolean;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
   /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
@@ -118,6 +126,8 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChange
     providerLogin: canAssume(external) ? createProviderLogin({ db: deps.database.db, verifier: external, grantsChanged }) : undefined,
     rateLimits: deps.rateLimits,
     sinks: deps.sinks ?? sinkPolicyFor("production"),
+    secretBox: createSecretBox(deps.idpSecretKey),
+    allowInsecureLoopbackIssuers: deps.allowInsecureLoopbackIssuers ?? false,
   };
   const bound = new Map<string, ServiceBinding>();
   for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {

@@ -4,6 +4,7 @@ import type { Db } from "../db/client.js";
 import type { ExternalVerifier, KeyStore, ProviderLogin } from "../kernel/auth/index.js";
 import type { SinkPolicy } from "../events/sinks.js";
 import type { ListPlanner } from "../kernel/list/index.js";
+import type { SecretBox } from "../iam/secret-box.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
 
 /**
@@ -47,4 +48,8 @@ export interface DomainDeps {
   rateLimits?: Partial<RateLimits> | undefined;
   /** Which event sinks subscriptions may name (events/sinks.ts). */
   sinks: SinkPolicy;
+  /** Encrypts secrets kept at rest (identity providers' OIDC client secrets); refuses when no key is configured. */
+  secretBox: SecretBox;
+  /** Whether an identity provider may name a loopback issuer over plain http (development: kernel/outbound.ts). */
+  allowInsecureLoopbackIssuers: boolean;
 }

@@ -62,7 +62,7 @@ interface Target extends World {
   tag: string;
   /** An event subscription in T. */
   subscription: string;
-  /** An identity provider in T, and a mapping of it. */
+  /** An identity provider in T (PKCE, no token issued), and a mapping of it. */
   identityProvider: string;
   mapping: string;
 }
@@ -149,6 +149,33 @@ const table: Record<string, Row> = {
   "RoleBindingsService.UpdateRoleBinding": {
     request: (w) => ({ roleBinding: { uid: bogus(w), roleUid: managedRole("viewer").uid }, updateMask: { paths: ["role_uid"] } }),
     allowed: Code.NotFound,
+  },
+
+  "IdentityProvidersService.GetIdentityProvider": { request: (t) => ({ uid: t.identityProvider }), allowed: "OK" },
+  "IdentityProvidersService.ListIdentityProviders": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
+  "IdentityProvidersService.CreateIdentityProvider": {
+    request: (w) => ({
+      parent: w.team,
+      identityProvider: {
+        name: "matrix",
+        defaultRole: managedRole("viewer").uid,
+        configuration: { case: "oidc", value: { issuer: "https://idp.invalid", clientId: "matrix", pkceEnabled: true } },
+      },
+    }),
+    allowed: ["OK", Code.AlreadyExists],
+  },
+  "IdentityProvidersService.UpdateIdentityProvider": {
+    request: (t) => ({ identityProvider: { uid: t.identityProvider, description: "matrix" }, updateMask: { paths: ["description"] } }),
+    allowed: "OK",
+  },
+  "IdentityProvidersService.DeleteIdentityProvider": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
+  "IdentityProvidersService.GenerateScimToken": { request: (w) => ({ identityProviderUid: bogus(w) }), allowed: Code.NotFound },
+  "IdentityProvidersService.RegenerateScimToken": { request: (t) => ({ identityProviderUid: t.identityProvider, etag: "stale" }), allowed: Code.FailedPrecondition },
+  // Nothing to revoke: the state as it is.
+  "IdentityProvidersService.RevokeScimToken": { request: (t) => ({ identityProviderUid: t.identityProvider }), allowed: "OK" },
+  "IdentityProvidersService.SetScimEnabled": {
+    request: (t) => ({ identityProviderUid: t.identityProvider, enabled: true, etag: "stale" }),
+    allowed: Code.FailedPrecondition,
   },
 
   "ReposService.GetRepo": { request: (t) => ({ uid: t.repo }), allowed: "OK" },
@@ -246,8 +273,9 @@ beforeAll(async () => {
     groupUid: world.team,
     name: "matrix-seeded",
     defaultRoleUid: managedRole("viewer").uid,
-    oidcIssuer: "https://idp.test",
-    oidcClientId: "matrix",
+    oidcIssuer: "https://idp.invalid",
+    oidcClientId: "seeded",
+    oidcPkceEnabled: true,
   });
   const mapping = newChildUid(identityProvider);
   await server.database.db

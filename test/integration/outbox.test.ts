@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
@@ -24,6 +25,7 @@ import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.j
 import { identityProviders, outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { eventRuleOf, registry } from "../../src/kernel/descriptors.js";
+import { redacted } from "../../src/kernel/outbox.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { implementedServices } from "../support/domains.js";
 import { call, protocols, type Protocol } from "../contract/harness.js";
@@ -64,6 +66,21 @@ let provider = "";
 let otherProvider = "";
 const newMapping = async () =>
   (await make(ExternalGroupRoleMappingsService.method.createExternalGroupRoleMapping, { parent: provider, externalGroupRoleMapping: { externalGroupId: unique("g"), roleUid: viewer() } })).uid;
+/** A client secret no event body may carry. */
+const CLIENT_SECRET = "outbox-client-secret-value";
+const providerInit = () => ({
+  name: unique("idp"),
+  defaultRole: viewer(),
+  configuration: { case: "oidc", value: { issuer: "https://idp.invalid", clientId: "outbox", clientSecret: CLIENT_SECRET } },
+});
+const newProvider = async () => (await make(IdentityProvidersService.method.createIdentityProvider, { parent: world.team, identityProvider: providerInit() })).uid;
+/** A provider with a live SCIM token, and the etag of its SCIM state. */
+const newProviderWithToken = async () => {
+  const uid = await newProvider();
+  const { etag } = await make(IdentityProvidersService.method.generateScimToken, { identityProviderUid: uid });
+  return { uid, etag };
+};
+const scimEtagOf = async (uid: string) => (await make(IdentityProvidersService.method.getIdentityProvider, { uid })).scim!.etag;
 
 interface Call {
   request: object;
@@ -163,6 +180,53 @@ const table: Record<string, Row> = {
     },
     refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
   },
+  "IdentityProvidersService.CreateIdentityProvider": {
+    ok: async () => ({ request: { parent: world.team, identityProvider: providerInit() } }),
+    refused: async () => ({ request: { parent: world.team, identityProvider: { ...providerInit(), name: "ab" } }, code: Code.InvalidArgument }),
+  },
+  "IdentityProvidersService.UpdateIdentityProvider": {
+    ok: async () => ({
+      request: { identityProvider: { uid: await newProvider(), configuration: { case: "oidc", value: { clientSecret: `${CLIENT_SECRET}-2` } } } },
+    }),
+    refused: async () => ({ request: { identityProvider: { uid: await newProvider(), name: "" }, updateMask: { paths: ["name"] } }, code: Code.InvalidArgument }),
+  },
+  "IdentityProvidersService.DeleteIdentityProvider": {
+    ok: async () => {
+      const uid = await newProvider();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
+  // The SCIM methods answer no uid: the subject is the provider named in the request.
+  "IdentityProvidersService.GenerateScimToken": {
+    ok: async () => {
+      const uid = await newProvider();
+      return { request: { identityProviderUid: uid }, subject: uid };
+    },
+    refused: async () => ({ request: { identityProviderUid: (await newProviderWithToken()).uid }, code: Code.FailedPrecondition }),
+  },
+  "IdentityProvidersService.RegenerateScimToken": {
+    ok: async () => {
+      const { uid, etag } = await newProviderWithToken();
+      return { request: { identityProviderUid: uid, etag }, subject: uid };
+    },
+    refused: async () => ({ request: { identityProviderUid: (await newProviderWithToken()).uid, etag: "stale" }, code: Code.FailedPrecondition }),
+  },
+  "IdentityProvidersService.RevokeScimToken": {
+    ok: async () => {
+      const { uid } = await newProviderWithToken();
+      return { request: { identityProviderUid: uid }, subject: uid };
+    },
+    refused: async () => ({ request: { identityProviderUid: bogus() }, code: Code.NotFound }),
+  },
+  "IdentityProvidersService.SetScimEnabled": {
+    // The organization has three owners (world.ts).
+    ok: async () => {
+      const uid = await newProvider();
+      return { request: { identityProviderUid: uid, enabled: true, etag: await scimEtagOf(uid) }, subject: uid };
+    },
+    refused: async () => ({ request: { identityProviderUid: await newProvider(), enabled: true, etag: "stale" }, code: Code.FailedPrecondition }),
+  },
   "ReposService.CreateRepo": {
     ok: async () => ({ request: { parent: world.team, repo: { name: unique("repo") } } }),
     refused: async () => ({ request: { parent: world.team, repo: { name: "Not A Repo" } }, code: Code.InvalidArgument }),
@@ -248,7 +312,7 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
  * last_seen_time is left out: authentication records it in the background, whatever the call does.
  */
 async function stateDigest(): Promise<string> {
-  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "outbox_events", "external_group_role_mappings"];
+  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings", "outbox_events"];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
@@ -312,8 +376,13 @@ describe.each(protocols)("unit of work [%s]", (protocol: Protocol) => {
         groupUid: c.group === "<subject>" ? subject : (c.group ?? world.team),
       });
       const isDelete = method.output.typeName === "google.protobuf.Empty";
-      const body = isDelete ? toJson(method.input, create(method.input, c.request as never), { registry }) : toJson(method.output, out.message!, { registry });
+      // Fields marked debug_redact (secrets, tokens) are cleared from the body.
+      const body = isDelete
+        ? toJson(method.input, redacted(method.input, create(method.input, c.request as never)), { registry })
+        : toJson(method.output, redacted(method.output, out.message!), { registry });
       expect(event!.body).toEqual(body);
+      const secrets = [CLIENT_SECRET, (out.message as { token?: string }).token].filter((x): x is string => Boolean(x));
+      for (const secret of secrets) expect(JSON.stringify(event!.body)).not.toContain(secret);
     });
 
     it("a call refused after authorization records nothing and changes nothing", async () => {

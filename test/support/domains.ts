@@ -6,6 +6,6 @@ import type { DomainDeps } from "../../src/server/bindings.js";
 
 export function implementedServices(): DescService[] {
   const unused = undefined as never;
-  const deps: DomainDeps = { db: unused, lists: unused, issuerUrl: "", keys: unused, external: undefined, sinks: unused };
+  const deps: DomainDeps = { db: unused, lists: unused, issuerUrl: "", keys: unused, external: undefined, sinks: unused, secretBox: unused, allowInsecureLoopbackIssuers: false };
   return domainBindings(deps).map(({ service }) => service);
 }

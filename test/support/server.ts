@@ -24,7 +24,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks">> & {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
@@ -40,6 +40,8 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
   const database = await openTestDatabase();
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
+  // As in development: the client-secret key kept in the database.
+  const idpSecretKey = await ensureSecret(database.db, "idp-secret-key");
   const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   // Listen first: the issuer URL is the server's own address.
@@ -56,7 +58,21 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const rateLimits = appOpts.rateLimits ?? { exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED } };
   // Sinks: the development policy (loopback http allowed) unless a test sets its own.
   const sinks = appOpts.sinks ?? sinkPolicyFor("development");
-  const app = createApp({ database, serviceDomain: "platform.test", pageTokenSecret, issuerUrl: baseUrl, keys, directory, ...appOpts, external, rateLimits, sinks });
+  const allowInsecureLoopbackIssuers = externalOptions?.allowInsecureLoopback ?? true;
+  const app = createApp({
+    database,
+    serviceDomain: "platform.test",
+    pageTokenSecret,
+    issuerUrl: baseUrl,
+    keys,
+    directory,
+    idpSecretKey,
+    allowInsecureLoopbackIssuers,
+    ...appOpts,
+    external,
+    rateLimits,
+    sinks,
+  });
   late.app = app;
   const events = delivery
     ? await startDeliveryWorker({ db: database.db, keys, issuer: baseUrl, sinks, listen: database.listen, options: delivery })

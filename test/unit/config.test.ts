@@ -65,6 +65,15 @@ describe("loadConfig", () => {
     expect(loadConfig({ HOST: "::1", SERVER_MODE: "production", ISSUER_URL: "https://api.example.com" }).host).toBe("::1");
   });
 
+  it("reads IDP_SECRET_KEY as base64 of 32 bytes, and never echoes a bad one", () => {
+    const key = Buffer.alloc(32, 7);
+    expect(loadConfig({}).idpSecretKey).toBeUndefined();
+    expect(Buffer.from(loadConfig({ IDP_SECRET_KEY: key.toString("base64") }).idpSecretKey!)).toEqual(key);
+    expect(Buffer.from(loadConfig({ IDP_SECRET_KEY: key.toString("base64url") }).idpSecretKey!)).toEqual(key);
+    expect(() => loadConfig({ IDP_SECRET_KEY: Buffer.alloc(16).toString("base64") })).toThrow(/IDP_SECRET_KEY must be the base64 of 32 bytes, got 16/);
+    expect(() => loadConfig({ IDP_SECRET_KEY: "not base64 at all!" })).toThrow(/^IDP_SECRET_KEY must be base64$/);
+  });
+
   it("defaults the issuer to this server on localhost, and allows loopback http issuers in development only", () => {
     expect(loadConfig({ PORT: "9000" })).toMatchObject({ issuerUrl: "http://localhost:9000", allowInsecureLoopbackIssuers: true });
     expect(loadConfig({ ALLOW_INSECURE_LOOPBACK_ISSUERS: "false" }).allowInsecureLoopbackIssuers).toBe(false);

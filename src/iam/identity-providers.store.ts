@@ -1,0 +1,90 @@
+// Identity providers in the database. A provider references its group and its default role (RESTRICT);
+// its external group role mappings go with it (CASCADE), and the identities it created stay, no longer
+// tied to it (SET NULL). The client secret column holds only sealed values (secret-box.ts).
+import { and, countDistinct, eq, isNull, ne, or } from "drizzle-orm";
+import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { IdentityProviderSchema } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { identities, identityProviders, roleBindings, type IdentityProviderRow } from "../db/schema/index.js";
+import { scopePredicate } from "../kernel/auth/index.js";
+import { alreadyExists } from "../kernel/errors/index.js";
+import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import { resourceStore, type Executor } from "../kernel/store.js";
+import { uidpPredicate } from "../kernel/uidp.js";
+
+export interface IdentityProviderListFilter {
+  /** The caller's visible scopes: only providers beneath one of them are listed and counted. */
+  scopes: readonly string[];
+  uidp: UIDPFilter | undefined;
+  /** Exact name; empty for any. */
+  name: string;
+}
+
+const orderColumns = {
+  uid: identityProviders.uid,
+  name: identityProviders.name,
+  create_time: identityProviders.createTime,
+  update_time: identityProviders.updateTime,
+} as const;
+
+export function createIdentityProviderStore(db: Executor) {
+  const base = resourceStore<typeof identityProviders, IdentityProviderRow, typeof identityProviders.$inferInsert, "groupUid">(db, {
+    table: identityProviders,
+    type: IdentityProviderSchema.typeName,
+    parentType: GroupSchema.typeName,
+    parentColumn: "groupUid",
+    // A name is unique within its group (the unique index decides, under concurrent creates and renames).
+    unique: {
+      columns: [identityProviders.groupUid, identityProviders.name],
+      async taken(on, row) {
+        const { groupUid, name } = row as { groupUid: string; name: string };
+        const [other] = await on
+          .select({ uid: identityProviders.uid })
+          .from(identityProviders)
+          .where(and(eq(identityProviders.groupUid, groupUid), eq(identityProviders.name, name)));
+        return alreadyExists(
+          IdentityProviderSchema.typeName,
+          other?.uid ?? `${groupUid}/${name}`,
+          `An identity provider named ${JSON.stringify(name)} already exists in group ${groupUid}`,
+        );
+      },
+    },
+  });
+
+  return {
+    ...base,
+
+    /** A page of providers within the caller's scopes, filtered. */
+    list(plan: ListPlan, filter: IdentityProviderListFilter): Promise<ListPage<IdentityProviderRow>> {
+      const where = and(
+        scopePredicate(identityProviders.uid, filter.scopes),
+        uidpPredicate(filter.uidp, { uid: identityProviders.uid, parent: identityProviders.groupUid }),
+        filter.name ? eq(identityProviders.name, filter.name) : undefined,
+      );
+      const total = countExpression(identityProviders, where);
+      const query = db.select({ row: identityProviders, ...pageColumns(plan, orderColumns, total) }).from(identityProviders).$dynamic();
+      return keysetPage(db, query, { plan, orderColumns, where, total });
+    },
+
+    /**
+     * How many distinct active identities hold `role` through a binding on `group` itself, leaving out those
+     * the provider `except` created (its SCIM client could deactivate them). Read in the call's transaction;
+     * a concurrent change of the bindings is not locked out: the rule guards against a lock-out by mistake.
+     */
+    async holdersOn(group: string, role: string, except: string): Promise<number> {
+      const [row] = await db
+        .select({ n: countDistinct(roleBindings.identityUid) })
+        .from(roleBindings)
+        .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
+        .where(
+          and(
+            eq(roleBindings.groupUid, group),
+            eq(roleBindings.roleUid, role),
+            eq(identities.active, true),
+            or(isNull(identities.identityProviderUid), ne(identities.identityProviderUid, except)),
+          ),
+        );
+      return Number(row?.n ?? 0);
+    },
+  };
+}
