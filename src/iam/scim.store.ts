@@ -4,12 +4,24 @@
 // Uniqueness of userName and externalId per provider: externalId has its unique index (identities_provider_
 // external_idx); userName lives in the scim column, so every write first locks the provider's row (FOR NO KEY
 // UPDATE: logins inserting identities that reference it are not blocked) and checks under that lock. The same
-// query re-checks the token, so a write never commits after its token was revoked.
+// query re-checks the token, so a write never commits after its token was revoked. Each write records its
+// identity event in the outbox, in its transaction (see recordEvent).
+import { create } from "@bufbuild/protobuf";
 import { and, asc, count, eq, gt, isNull, or, sql, type SQL } from "drizzle-orm";
-import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import {
+  CreateIdentityRequestSchema,
+  DeleteIdentityRequestSchema,
+  IdentitiesService,
+  RelationshipType,
+  UpdateIdentityRequestSchema,
+  type Identity,
+} from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { Db } from "../db/client.js";
-import { identities, identityProviders, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
+import { identities, identityProviders, outboxEvents, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
+import { registry } from "../kernel/descriptors.js";
+import { eventPlanOf, outboxEventOf, type EventPlan } from "../kernel/outbox.js";
 import { newChildUid } from "../kernel/uidp.js";
+import { toIdentity } from "./identities.mapper.js";
 import type { ScimFilter } from "./scim.filter.js";
 import { ScimError, type ScimUserFields } from "./scim.mapper.js";
 
@@ -56,6 +68,20 @@ function relationshipColumns(provider: ScimProvider, fields: ScimUserFields) {
     issuer: provider.oidcIssuer,
     subject: fields.externalId,
   };
+}
+
+// SCIM writes record the identity events of the IdentitiesService methods they stand for (created, updated,
+// deleted: their types, audience and group from those methods' event options), in the write's transaction.
+// The event's method is the SCIM endpoint, and its actor the provider: no identity made the call.
+const eventPlans = {
+  created: eventPlanOf(IdentitiesService.method.createIdentity)!,
+  updated: eventPlanOf(IdentitiesService.method.updateIdentity)!,
+  deleted: eventPlanOf(IdentitiesService.method.deleteIdentity)!,
+};
+
+async function recordEvent(tx: Db, provider: ScimProvider, plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Identity | undefined) {
+  const event = outboxEventOf(plan, { request, response: response ?? create(plan.method.output), actor: provider.uid }, registry);
+  await tx.insert(outboxEvents).values({ ...event, method: `/scim/v2/${provider.uid}/Users` });
 }
 
 const USER_NAME = sql`lower(coalesce(${identities.scim}->>'userName', nullif(${identities.email}, ''), ${identities.name}))`;
@@ -153,6 +179,8 @@ export function createScimStore(db: Db) {
         .values({ uid, parentUid: provider.groupUid, identityProviderUid: provider.uid, active: fields.active ?? true, ...userColumns(fields), ...relationshipColumns(provider, fields) })
         .returning();
       await tx.insert(roleBindings).values({ uid: newChildUid(provider.groupUid), groupUid: provider.groupUid, identityUid: uid, roleUid: provider.defaultRoleUid });
+      const identity = toIdentity(row!);
+      await recordEvent(tx, provider, eventPlans.created, create(CreateIdentityRequestSchema, { parent: provider.groupUid, identity }), identity);
       return row!;
     },
 
@@ -175,13 +203,17 @@ export function createScimStore(db: Db) {
         })
         .where(eq(identities.uid, current.uid))
         .returning();
+      const identity = toIdentity(row!);
+      await recordEvent(tx, provider, eventPlans.updated, create(UpdateIdentityRequestSchema, { identity }), identity);
       return row!;
     },
 
     /** Deletes the user (its role bindings go with it); false when it did not exist. */
     async delete(tx: Db, provider: ScimProvider, id: string): Promise<boolean> {
-      const deleted = await tx.delete(identities).where(byId(provider, id)).returning({ uid: identities.uid });
-      return deleted.length > 0;
+      const [deleted] = await tx.delete(identities).where(byId(provider, id)).returning({ uid: identities.uid });
+      if (!deleted) return false;
+      await recordEvent(tx, provider, eventPlans.deleted, create(DeleteIdentityRequestSchema, { uid: deleted.uid }), undefined);
+      return true;
     },
   };
 }

@@ -4,11 +4,11 @@
 // previous one within and after its overlap, SCIM disabled, another provider's token). Providers are rows
 // written straight into identity_providers with their token hashes.
 import { Code } from "@connectrpc/connect";
-import { and, eq } from "drizzle-orm";
+import { and, asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { identities, identityProviders, roleBindings } from "../../src/db/schema/index.js";
+import { identities, identityProviders, outboxEvents, roleBindings } from "../../src/db/schema/index.js";
 import { createIdentityDirectory } from "../../src/iam/directory.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { newScimToken, scimTokenHash } from "../../src/iam/scim-token.js";
@@ -299,6 +299,22 @@ describe("SCIM Users, as an identity provider drives it", () => {
     expectScimError(await scim(provider.uid, "DELETE", `/Users/${id}`, provider.token), 404);
     const found = await scim(provider.uid, "GET", `/Users?filter=${encodeURIComponent('externalId eq "00u1alice"')}`, provider.token);
     expect(found.body).toMatchObject({ totalResults: 0 });
+  });
+
+  it("every write recorded its identity event, with the provider as actor and the SCIM endpoint as method", async () => {
+    const events = await server.database.db
+      .select()
+      .from(outboxEvents)
+      .where(eq(outboxEvents.subject, identityUid))
+      .orderBy(asc(outboxEvents.createTime), asc(outboxEvents.id));
+    const type = (what: string) => `dev.chainguard.api.iam.identity.${what}.v1`;
+    // create; deactivate, reactivate, four email PATCHes, PUT; delete (the failed requests recorded nothing).
+    expect(events.map((e) => e.type)).toEqual([type("created"), ...Array<string>(7).fill(type("updated")), type("deleted")]);
+    for (const e of events) {
+      expect(e).toMatchObject({ groupUid: world.org, actor: provider.uid, method: `/scim/v2/${provider.uid}/Users` });
+    }
+    expect(events[0]!.body).toMatchObject({ uid: identityUid, name: "alice-example.com", email: "alice@example.com" });
+    expect(events.at(-1)!.body).toEqual({ uid: identityUid });
   });
 });
 
