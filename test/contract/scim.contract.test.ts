@@ -378,6 +378,17 @@ describe("SCIM errors", () => {
     expect(got.body).toMatchObject({ active: true, userName: "taken@example.com" });
   });
 
+  // PGlite runs one transaction at a time: only PostgreSQL can race these.
+  it.skipIf(!process.env.DATABASE_URL)("concurrent creates of one userName: one wins, the others are 409 (PostgreSQL)", async () => {
+    const racing = await insertProvider(world.org, "errors-racing");
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => scim(racing.uid, "POST", "/Users", racing.token, user("racer@example.com", `ext-racer-${i}`))),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409, 409, 409, 409, 409]);
+    const listed = await scim(racing.uid, "GET", "/Users", racing.token);
+    expect(listed.body).toMatchObject({ totalResults: 1 });
+  });
+
   it("methods a resource does not have are 405", async () => {
     expectScimError(await scim(provider.uid, "DELETE", "/Users", provider.token), 405);
     expectScimError(await scim(provider.uid, "POST", `/Users/${id}`, provider.token, user("p@example.com", "ext-p")), 405);
