@@ -104,6 +104,7 @@ export function userFields(body: unknown): ScimUserFields {
     if (!Array.isArray(emails) || emails.some((e) => !isObject(e) || (e.value !== undefined && typeof e.value !== "string"))) {
       throw invalidValue("emails must be a list of objects with a string value");
     }
+    if (emails.filter((e: Record<string, unknown>) => e.primary === true).length > 1) throw invalidValue("at most one email may be primary");
   }
   return {
     userName,
@@ -194,10 +195,22 @@ function impliedBy(filter: ScimFilter): Record<string, unknown> | undefined {
 
 type Op = "add" | "replace" | "remove";
 
+/** Whether an operation's value makes an element primary (as a whole element, a list of them, or the sub-attribute). */
+function makesPrimary(value: unknown, sub: string | undefined): boolean {
+  const isTrue = (v: unknown) => v === true || (typeof v === "string" && v.toLowerCase() === "true");
+  if (sub !== undefined) return sub.toLowerCase() === "primary" && isTrue(value);
+  const elements = Array.isArray(value) ? value : [value];
+  return elements.some((e) => isObject(e) && isTrue(e[keyOf(e, "primary") ?? "primary"]));
+}
+
 function applyAt(user: Record<string, unknown>, op: Op, path: PatchPath, value: unknown, text: string): void {
   if (READ_ONLY.has(path.attr.toLowerCase())) throw new ScimError(400, `${path.attr} is read-only`, "mutability");
   const key = keyOf(user, path.attr) ?? path.attr;
   const current = user[key];
+  // One primary value at most (RFC 7643 2.4): a new primary takes the flag from the others (RFC 7644 3.5.2).
+  if (op !== "remove" && Array.isArray(current) && (path.filter || path.sub === undefined) && makesPrimary(value, path.sub)) {
+    for (const e of current) if (isObject(e)) delete e[keyOf(e, "primary") ?? "primary"];
+  }
   const noTarget = () => new ScimError(400, `nothing matches the path ${JSON.stringify(text)}`, "noTarget");
 
   if (path.filter) {

@@ -389,6 +389,13 @@ describe("SCIM errors", () => {
     expect(listed.body).toMatchObject({ totalResults: 1 });
   });
 
+  it("ServiceProviderConfig says what this endpoint supports", async () => {
+    const config = await scim(provider.uid, "GET", "/ServiceProviderConfig", provider.token);
+    expect(config.status).toBe(200);
+    expect(config.body).toMatchObject({ patch: { supported: true }, filter: { supported: true, maxResults: 200 }, bulk: { supported: false } });
+    expectScimError(await scim(provider.uid, "GET", "/ServiceProviderConfig", undefined), 401);
+  });
+
   it("methods a resource does not have are 405", async () => {
     expectScimError(await scim(provider.uid, "DELETE", "/Users", provider.token), 405);
     expectScimError(await scim(provider.uid, "POST", `/Users/${id}`, provider.token, user("p@example.com", "ext-p")), 405);

@@ -114,6 +114,19 @@ describe("applyPatch", () => {
     ]);
   });
 
+  it("a new primary value takes the flag from the others", () => {
+    expect(applyPatch(base(), patch({ op: "add", path: "emails", value: [{ value: "p@x", primary: true }] })).emails).toEqual([
+      { value: "a@work", type: "work" },
+      { value: "a@home", type: "home" },
+      { value: "p@x", primary: true },
+    ]);
+    expect(applyPatch(base(), patch({ op: "replace", path: 'emails[type eq "home"].primary', value: true })).emails).toEqual([
+      { value: "a@work", type: "work" },
+      { value: "a@home", type: "home", primary: true },
+    ]);
+    expect(() => userFields({ ...base(), emails: [{ value: "a", primary: true }, { value: "b", primary: true }] })).toThrow(/at most one/);
+  });
+
   it("refuses invalid operations with their scimType", () => {
     expect(scimType(() => applyPatch(base(), { Operations: [] }))).toBe("400 invalidValue");
     expect(scimType(() => applyPatch(base(), patch()))).toBe("400 invalidValue");
