@@ -19,7 +19,7 @@ import { isConnectionError, isUniqueViolation } from "../kernel/errors/index.js"
 import { log } from "../kernel/log.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { parseScimFilter, ScimFilterError } from "./scim.filter.js";
-import { applyPatch, LIST_SCHEMA, ScimError, userFields, userOf, userResource } from "./scim.mapper.js";
+import { applyPatch, LIST_SCHEMA, ScimError, scimIdOf, userFields, userOf, userResource } from "./scim.mapper.js";
 import { createScimStore, filterCondition, type ScimProvider } from "./scim.store.js";
 import { scimTokenHash } from "./scim-token.js";
 
@@ -137,7 +137,7 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
     if (!provider) throw refused;
 
     const base = scimEndpointUrl(opts.issuerUrl, provider.uid) + "/Users";
-    const resource = (row: IdentityRow) => userResource(row, `${base}/${row.uid.slice(row.uid.lastIndexOf("/") + 1)}`);
+    const resource = (row: IdentityRow) => userResource(row, `${base}/${scimIdOf(row.uid)}`);
     const method = req.method ?? "";
     const notAllowed = () => new ScimError(405, `${method} is not allowed on ${path}`);
 
