@@ -1,6 +1,7 @@
 // The IAM domain's side of the auth kernel's IdentityDirectory (kernel/auth/directory.ts): what token
 // verification and capability checks read of identities, roles and role bindings, and the one thing they
-// write (an identity's lastSeenTime).
+// write (an identity's lastSeenTime). A deactivated identity (SCIM active=false) is granted nothing and
+// assumed by no external token: it cannot call, nor be exchanged for, until it is reactivated.
 import { and, asc, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { identities, roleBindings, roles } from "../db/schema/index.js";
@@ -19,7 +20,7 @@ export function createIdentityDirectory(db: Db): IdentityDirectory {
   // The identity and its bindings read together: one row per binding (one with null binding columns when it
   // has none), none when the identity does not exist.
   const grantsQuery = db
-    .select({ parentUid: identities.parentUid, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
+    .select({ parentUid: identities.parentUid, active: identities.active, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
     .from(identities)
     .leftJoin(roleBindings, eq(roleBindings.identityUid, identities.uid))
     .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
@@ -31,8 +32,11 @@ export function createIdentityDirectory(db: Db): IdentityDirectory {
     async grants(identityUid) {
       const rows = await grantsQuery.execute({ uid: identityUid });
       if (rows.length === 0) return undefined;
+      const homeGroup = rows[0]!.parentUid ?? undefined;
+      // A deactivated identity (SCIM active=false) is granted nothing, whatever bindings it keeps.
+      if (!rows[0]!.active) return { homeGroup, bindings: [], inactive: true };
       return {
-        homeGroup: rows[0]!.parentUid ?? undefined,
+        homeGroup,
         bindings: rows.flatMap((r) => (r.groupUid && r.capabilities ? [{ groupUid: r.groupUid, capabilities: r.capabilities }] : [])),
       };
     },
@@ -41,14 +45,18 @@ export function createIdentityDirectory(db: Db): IdentityDirectory {
       const rows = await db
         .select(assumableColumns)
         .from(identities)
-        .where(and(eq(identities.issuer, issuer), eq(identities.subject, subject)))
+        .where(and(eq(identities.issuer, issuer), eq(identities.subject, subject), eq(identities.active, true)))
         .orderBy(sql`${identities.parentUid} is not null`, asc(identities.createTime), asc(identities.uid))
         .limit(limit);
       return rows.map(assumable);
     },
 
     async assumable(identityUid) {
-      const [row] = await db.select(assumableColumns).from(identities).where(eq(identities.uid, identityUid)).limit(1);
+      const [row] = await db
+        .select(assumableColumns)
+        .from(identities)
+        .where(and(eq(identities.uid, identityUid), eq(identities.active, true)))
+        .limit(1);
       return row && assumable(row);
     },
 

@@ -15,6 +15,7 @@ import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type
 import { createGrantsCache } from "../kernel/auth/grants-cache.js";
 import { canAssume, createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
+import { createScimRoutes } from "../iam/scim.routes.js";
 import { log } from "../kernel/log.js";
 import { peerContextValues } from "../kernel/peer.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
@@ -211,10 +212,18 @@ export function createApp(deps: AppDeps): App {
 
   const oidc = createOidcRoutes({ issuerUrl: deps.issuerUrl, keys: deps.keys, serviceDomain: deps.serviceDomain });
 
+  // SCIM 2.0 (identity providers provisioning their users): its own paths and shapes, outside the contract.
+  const scim = createScimRoutes({ db: deps.database.db, issuerUrl: deps.issuerUrl, maxBodyBytes: limits.maxRequestBytes, grantsChanged: grants.clear });
+
   const handler: RequestHandler = (req, res) => {
-    const path = (req.url ?? "/").split("?", 1)[0]!;
+    const url = req.url ?? "/";
+    const path = url.split("?", 1)[0]!;
     if (oidc.handles(path)) {
       void oidc.handle(req, res, path);
+      return;
+    }
+    if (scim.handles(path)) {
+      void scim.handle(req, res, path, url.slice(path.length + 1));
       return;
     }
     const rpc = rpcByPath.get(path);

@@ -24,6 +24,11 @@ export interface IdentityGrants {
   /** The identity's home group (parent), or undefined for a root-level identity. */
   homeGroup: string | undefined;
   bindings: Binding[];
+  /**
+   * True while the identity is deactivated (an identity provider deprovisioned it over SCIM): it holds no
+   * bindings, and the authenticator refuses its tokens.
+   */
+  inactive?: boolean;
 }
 
 interface Grant {

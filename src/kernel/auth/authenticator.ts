@@ -79,6 +79,9 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
   const grantsOf = async (uid: string) => {
     const grants = await loadIdentity(uid);
     if (!grants) throw invalid("the identity it names does not exist");
+    // Deactivated, not merely powerless: every call is refused at the door, those needing no capability
+    // too, as a deleted identity's are; reactivating it makes the same token work again.
+    if (grants.inactive) throw invalid("the identity it names is deactivated", "IDENTITY_INACTIVE");
     return grants;
   };
 

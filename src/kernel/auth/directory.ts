@@ -15,21 +15,21 @@ export interface AssumableIdentity {
 
 export interface IdentityDirectory {
   /**
-   * The identity's home group and all its role bindings, each with its role's capabilities; undefined when
-   * the identity does not exist. Runs on every authenticated request that is not served from the grants
+   * The identity's home group and all its role bindings, each with its role's capabilities (none, and
+   * `inactive`, while it is deactivated); undefined when the identity does not exist. Runs on every authenticated request that is not served from the grants
    * cache: one indexed query.
    */
   grants(identityUid: string): Promise<IdentityGrants | undefined>;
 
   /**
-   * Up to `limit` identities whose relationship names exactly this issuer and subject (a claim match with
+   * Up to `limit` active identities whose relationship names exactly this issuer and subject (a claim match with
    * exact issuer and subject, or static keys): the candidates for a token presented directly on an API call
    * or to an exchange naming no identity. Root-level identities first (only the operator makes them), then
    * the oldest first: an identity created later, in whatever organization, never displaces one before it.
    */
   withIssuerAndSubject(issuer: string, subject: string, limit: number): Promise<AssumableIdentity[]>;
 
-  /** The identity `identityUid`, if it exists: the one a token presented to the token exchange assumes. */
+  /** The identity `identityUid`, if it exists and is active: the one a token presented to the token exchange assumes. */
   assumable(identityUid: string): Promise<AssumableIdentity | undefined>;
 
   /** Records that the identity authenticated now, unless that was already recorded within `withinSeconds`. */
