@@ -259,7 +259,7 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
       });
 
       if (!outcome.active) {
-        throw unauthenticated(`Identity ${outcome.uid} has been deactivated by its identity provider`, "IDENTITY_DEACTIVATED");
+        throw unauthenticated(`Identity ${outcome.uid} has been deactivated by its identity provider`, "IDENTITY_INACTIVE");
       }
       if (outcome.created || outcome.changed) opts.grantsChanged?.();
       if (outcome.created) log.info("identity created at first login", { identity: outcome.uid, provider: p.uid });

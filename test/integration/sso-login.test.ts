@@ -240,7 +240,7 @@ describe("a deactivated identity", () => {
     const before = await bindingsOf(erin.uid);
     for (const protocol of protocols) {
       const out = await exchangeWith(protocol, provider.acme, await idp.mint({ sub: "erin", groups: ["admins"] }));
-      assertError(protocol, out.error!, { code: Code.Unauthenticated, reason: "IDENTITY_DEACTIVATED" });
+      assertError(protocol, out.error!, { code: Code.Unauthenticated, reason: "IDENTITY_INACTIVE" });
     }
     expect(await bindingsOf(erin.uid)).toEqual(before);
     await server.database.db.update(identities).set({ active: true }).where(eq(identities.uid, erin.uid));
