@@ -2,7 +2,7 @@
 // deliveries to one local sink, beside a bare node:http client POSTing the same number of requests of the
 // same size to the same sink at the same concurrency, in the same run.
 //
-//   npm run bench -- events [--events 100000] [--profile]
+//   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]
 //
 // DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names a server where the benchmark may
 // create a scratch database; it is dropped at the end.
@@ -23,7 +23,8 @@
 //
 // Sizes: one server with N/4, N/2 and N events (the time per event at each size says whether draining grows
 // linearly with the backlog), then two servers with N. --profile runs the servers of the N-event
-// measurements under `node --cpu-prof` and prints where the profiles are.
+// measurements under `node --cpu-prof` and prints where the profiles are. --sink-concurrency N sets the
+// servers' EVENTS_SINK_CONCURRENCY (and the baseline's in-flight requests with it).
 import { mkdtempSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,6 +32,7 @@ import postgres from "postgres";
 import { openPostgres } from "../src/db/client.js";
 import { groups, subscriptions } from "../src/db/schema/index.js";
 import { deliveryRequest } from "../src/events/delivery/cloudevent.js";
+import { createDeliveryQueue } from "../src/events/delivery/queue.js";
 import { createKeyStore } from "../src/kernel/auth/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
@@ -50,6 +52,8 @@ export interface EventsBenchOptions {
   events: number;
   /** Run the servers of the largest measurements under --cpu-prof. */
   profile: boolean;
+  /** EVENTS_SINK_CONCURRENCY of the servers (and the baseline's in-flight per server); the server's default without. */
+  sinkConcurrency?: number;
 }
 
 const say = (line: string) => process.stderr.write(line + "\n");
@@ -101,7 +105,8 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
     const org = newRootUid();
     const actor = newRootUid();
     await database.db.insert(groups).values({ uid: org, name: "bench" });
-    await database.db.insert(subscriptions).values({ uid: newChildUid(org), groupUid: org, sink: `${sinkUrl}/events` });
+    const subscriptionUid = newChildUid(org);
+    await database.db.insert(subscriptions).values({ uid: subscriptionUid, groupUid: org, sink: `${sinkUrl}/events` });
 
     // N repo-created events in one statement (the trigger fans them out), their deliveries an hour ahead.
     const seed = async (n: number) => {
@@ -139,7 +144,7 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
     const request = await deliveryRequest(
       {
         eventId: sample!.id,
-        subscriptionUid: newChildUid(org),
+        subscriptionUid,
         attempt: 1,
         createTime: sample!.create_time,
         sink: `${sinkUrl}/events`,
@@ -160,10 +165,6 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
     cleanups.push(() => client.stop());
     await client.next(); // ready
 
-    // The setup's pool is done with: from here on, every backend of the scratch database but the benchmark's
-    // own polling connections serves a server.
-    await closeDatabase();
-    closeDatabase = undefined;
     const backendCpu = async (): Promise<Map<number, number>> => {
       const backends = await sqlc<{ pid: number }[]>`
         select pid from pg_stat_activity
@@ -179,8 +180,53 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
       return cpu;
     };
 
-    const perServer = DEFAULT_DELIVERY_OPTIONS.perSubscription;
+    const perServer = opts.sinkConcurrency ?? DEFAULT_DELIVERY_OPTIONS.perSubscription;
     const rows: Row[] = [];
+    const makeDue = () =>
+      sqlc.begin(async (tx) => {
+        await tx`update event_deliveries set next_attempt_time = now() where state = 'pending'`;
+        await tx`notify apiserver_events`;
+      });
+
+    // The queue alone, in this process, no sending: claims as the worker makes them when one sink is busy
+    // (half of its slots free: perSubscription / 2 rows), each claim's rows settled as delivered in one
+    // statement, chained as the worker chains its settles. The database's share of a delivery, as a ceiling.
+    {
+      const n = opts.events;
+      await seed(n);
+      const queue = createDeliveryQueue(database.db);
+      const half = Math.floor(perServer / 2);
+      const busy = new Map([[subscriptionUid, perServer - half]]);
+      const cpu0 = process.cpuUsage();
+      await makeDue();
+      const backends0 = await backendCpu();
+      const t0 = performance.now();
+      let claimed = 0;
+      let claims = 0;
+      let settling: Promise<void> = Promise.resolve();
+      for (;;) {
+        const batch = await queue.claim({ perSubscription: perServer, busy, limit: DEFAULT_DELIVERY_OPTIONS.maxInFlight, leaseMs: 30_000 });
+        if (batch.length === 0) break;
+        claims++;
+        claimed += batch.length;
+        const settlements = batch.map((d) => ({ outcome: "delivered" as const, eventId: d.eventId, subscriptionUid: d.subscriptionUid, status: 204 }));
+        settling = settling.then(() => queue.settle(settlements));
+      }
+      await settling;
+      const seconds = (performance.now() - t0) / 1000;
+      const cpu = process.cpuUsage(cpu0);
+      let databaseCpu = 0;
+      for (const [pid, cpu1] of await backendCpu()) databaseCpu += cpu1 - (backends0.get(pid) ?? 0);
+      if (claimed !== n) throw new Error(`the queue alone claimed ${claimed} of ${n}`);
+      const name = `the queue alone: ${claims} claims of ${half} and their settles, no sending`;
+      rows.push({ name, events: n, inFlight: half, seconds, cpu: (cpu.user + cpu.system) / 1e6, databaseCpu, sinkCpu: 0, duplicates: 0 });
+      say(`  measured ${name}: ${(n / seconds).toFixed(0)}/s`);
+    }
+
+    // The setup's pool is done with: from here on, every backend of the scratch database but the benchmark's
+    // own polling connections serves a server.
+    await closeDatabase();
+    closeDatabase = undefined;
 
     const baseline = async (n: number, inFlight: number): Promise<string> => {
       await resetSink();
@@ -206,9 +252,13 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
         ISSUER_URL: ISSUER,
         SERVER_MODE: "development",
         LOG_LEVEL: "warn",
-        ...(profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {}),
+        EVENTS_SINK_CONCURRENCY: String(perServer),
+        // A short grace: the benchmark's /healthz connection stays open and would hold a stop for the whole
+        // grace period, past which the launcher kills the server (and its CPU profile is never written).
+        SHUTDOWN_GRACE_MS: "2000",
       };
-      const apis = await Promise.all(Array.from({ length: servers }, () => startApiServer(env, { quiet: true })));
+      const nodeArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : undefined;
+      const apis = await Promise.all(Array.from({ length: servers }, () => startApiServer(env, { quiet: true, nodeArgs })));
       try {
         await sleep(1000); // the workers started and found nothing due
         await resetSink();
@@ -217,10 +267,7 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
         const cpu0 = serverCpu();
         const sinkCpu0 = cpuSecondsOf(sink.pid);
         const backends0 = await backendCpu();
-        await sqlc.begin(async (tx) => {
-          await tx`update event_deliveries set next_attempt_time = now() where state = 'pending'`;
-          await tx`notify apiserver_events`;
-        });
+        await makeDue();
         const t0 = performance.now();
         const elapsed = () => (performance.now() - t0) / 1000;
 

@@ -74,12 +74,16 @@ export function residentBytes(pid: number): number {
  */
 export async function startApiServer(
   env: Record<string, string> = {},
-  opts: { quiet?: boolean } = {},
+  opts: { quiet?: boolean; nodeArgs?: string[] } = {},
 ): Promise<Child & { port: number; serverPid: number }> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
   // quiet: the server's stdout (development mode prints a login token there) is dropped; its log (stderr) stays.
-  const child = spawn(tsx, [join(root, "src/main.ts")], {
+  // nodeArgs (e.g. --cpu-prof, which NODE_OPTIONS refuses): node runs the server itself, with tsx as a loader.
+  const [command, args] = opts.nodeArgs
+    ? [process.execPath, [...opts.nodeArgs, "--import", "tsx", join(root, "src/main.ts")]]
+    : [tsx, [join(root, "src/main.ts")]];
+  const child = spawn(command, args, {
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", opts.quiet ? "ignore" : "inherit", "inherit"],
   });
