@@ -39,7 +39,7 @@ async function stopChild(child: ChildProcess): Promise<void> {
  * The pid of the node process running the server: the `tsx` command runs it in a child process of its own
  * (Linux: read from /proc; elsewhere, the spawned process itself).
  */
-function serverPidOf(child: ChildProcess): number {
+export function serverPidOf(child: ChildProcess): number {
   const pid = child.pid!;
   try {
     const [first] = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
@@ -47,6 +47,18 @@ function serverPidOf(child: ChildProcess): number {
   } catch {
     return pid;
   }
+}
+
+/**
+ * The CPU time a process has used so far (user + system, every thread), in seconds, from /proc/<pid>/stat
+ * (Linux; in clock ticks of 1/100 s).
+ */
+export function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // The fields after the command name (in parentheses, which may hold spaces): utime and stime are the
+  // 14th and 15th fields of the line, the 12th and 13th after ")".
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /** The resident set size of a process in bytes, from /proc/<pid>/status (Linux). */
@@ -60,12 +72,20 @@ export function residentBytes(pid: number): number {
  * Starts the API server (`src/main.ts`) on a free port; resolves when /healthz answers, with the pid of the
  * process that serves (for its memory).
  */
-export async function startApiServer(env: Record<string, string> = {}): Promise<Child & { port: number; serverPid: number }> {
+export async function startApiServer(
+  env: Record<string, string> = {},
+  opts: { quiet?: boolean; nodeArgs?: string[] } = {},
+): Promise<Child & { port: number; serverPid: number }> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
-  const child = spawn(tsx, [join(root, "src/main.ts")], {
+  // quiet: the server's stdout (development mode prints a login token there) is dropped; its log (stderr) stays.
+  // nodeArgs (e.g. --cpu-prof, which NODE_OPTIONS refuses): node runs the server itself, with tsx as a loader.
+  const [command, args] = opts.nodeArgs
+    ? [process.execPath, [...opts.nodeArgs, "--import", "tsx", join(root, "src/main.ts")]]
+    : [tsx, [join(root, "src/main.ts")]];
+  const child = spawn(command, args, {
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
-    stdio: ["ignore", "inherit", "inherit"],
+    stdio: ["ignore", opts.quiet ? "ignore" : "inherit", "inherit"],
   });
   const deadline = Date.now() + 120_000;
   for (;;) {
@@ -87,6 +107,62 @@ export async function startApiServer(env: Record<string, string> = {}): Promise<
       await stopChild(child);
       rmSync(dataDir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * A benchmark helper script (bench/<name>.ts) in a child process, spoken to in lines: `send` writes one to
+ * its stdin, `next` resolves with the next one it prints. `pid` is the node process running the script (for
+ * its CPU time).
+ */
+export interface ScriptChild extends Child {
+  pid: number;
+  send(line: string): void;
+  next(): Promise<string>;
+}
+
+export async function startScript(script: string, args: string[] = []): Promise<ScriptChild> {
+  const child = spawn(tsx, [join(root, script), ...args], { stdio: ["pipe", "pipe", "inherit"] });
+  const lines: string[] = [];
+  const waiting: ((line: string) => void)[] = [];
+  let exited: Error | undefined;
+  const failures: ((err: Error) => void)[] = [];
+  let buffered = "";
+  child.stdout!.setEncoding("utf8");
+  child.stdout!.on("data", (chunk: string) => {
+    buffered += chunk;
+    for (let i = buffered.indexOf("\n"); i >= 0; i = buffered.indexOf("\n")) {
+      const line = buffered.slice(0, i);
+      buffered = buffered.slice(i + 1);
+      const resolve = waiting.shift();
+      if (resolve) {
+        failures.shift();
+        resolve(line);
+      } else lines.push(line);
+    }
+  });
+  child.once("exit", (code) => {
+    exited = new Error(`${script} exited with ${code}`);
+    for (const fail of failures.splice(0)) fail(exited);
+    waiting.length = 0;
+  });
+  const next = () =>
+    new Promise<string>((resolve, reject) => {
+      const line = lines.shift();
+      if (line !== undefined) return resolve(line);
+      if (exited) return reject(exited);
+      waiting.push(resolve);
+      failures.push(reject);
+    });
+  // The first line says the script is ready; only then is the node process running it there to be found.
+  const first = await next();
+  lines.unshift(first);
+  return {
+    process: child,
+    pid: serverPidOf(child),
+    send: (line) => child.stdin!.write(line + "\n"),
+    next,
+    stop: () => stopChild(child),
   };
 }
 

@@ -3,16 +3,18 @@
 //   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes]
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 //   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
+//   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
+import { benchEvents } from "./events.js";
 import { benchIam } from "./iam.js";
 import { benchPing } from "./ping.js";
 import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--minutes N] [--interval N] [--warmup N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -23,6 +25,9 @@ try {
       tags: { type: "string", default: "1000000" },
       bindings: { type: "string", default: "2000" },
       "keep-indexes": { type: "boolean", default: false },
+      events: { type: "string", default: "100000" },
+      profile: { type: "boolean", default: false },
+      "sink-concurrency": { type: "string" },
       minutes: { type: "string", default: "10" },
       interval: { type: "string", default: "30" },
       warmup: { type: "string", default: "60" },
@@ -39,6 +44,8 @@ const seconds = (fallback: number) => (values.seconds === undefined ? fallback :
 const concurrency = (fallback: number) => (values.concurrency === undefined ? fallback : Number(values.concurrency));
 const tags = Number(values.tags);
 const bindings = Number(values.bindings);
+const events = Number(values.events);
+const sinkConcurrency = values["sink-concurrency"] === undefined ? undefined : Number(values["sink-concurrency"]);
 const minutes = Number(values.minutes);
 const interval = Number(values.interval);
 const warmup = Number(values.warmup);
@@ -50,6 +57,9 @@ if (
   tags < 1000 ||
   !Number.isInteger(bindings) ||
   bindings < 1 ||
+  !Number.isInteger(events) ||
+  events < 100 ||
+  (sinkConcurrency !== undefined && (!Number.isInteger(sinkConcurrency) || sinkConcurrency < 1)) ||
   !(minutes > 0) ||
   !(interval > 0) ||
   !(warmup >= 0)
@@ -62,6 +72,7 @@ const benches: Record<string, () => Promise<void>> = {
   ping: () => benchPing({ seconds: seconds(10), concurrency: concurrency(16) }),
   registry: () => benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"] }),
   iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
+  events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it).
