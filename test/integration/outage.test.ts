@@ -77,11 +77,12 @@ describe.skipIf(!process.env.DATABASE_URL)("database outage (PostgreSQL through 
     await until("gRPC health", grpcHealth, (s) => s === ServingStatus.SERVING, DEADLINE_MS);
     expect(await healthz()).toBe(200);
 
-    // The server listens for grant changes again: its LISTEN connection is back (without one it would read
-    // grants on every request, and the check below could not tell).
+    // The server listens for changes again: its LISTEN connection is back and idle, every channel (grants,
+    // keys, events) listened to again in turn (without it the server would read grants on every request,
+    // and the check below could not tell). pg_stat_activity shows the connection's last statement only.
     const listening = async () =>
-      (await scratch.sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and query ilike 'listen%apiserver_grants%'`)[0]!.n as number;
-    await until("LISTEN apiserver_grants", listening, (n) => n > 0, DEADLINE_MS);
+      (await scratch.sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and state = 'idle' and query ilike 'listen %'`)[0]!.n as number;
+    await until("LISTEN re-established", listening, (n) => n > 0, DEADLINE_MS);
     // The viewer's grants are remembered now (this call); removing its binding behind the server's back must
     // reach it through the re-established LISTEN, well before the cache's 10 s would forget them anyway.
     expect((await getOrg("grpc")).error).toBeUndefined();
