@@ -6,10 +6,11 @@
 //   from its upper half) until the delivery is retryForMs old (24 h by default), then marked failed and kept.
 //   A process that dies mid-attempt leaves its claimed rows to the next claim once their lease ends.
 // - Never stuck behind one sink. Each subscription may have at most perSubscription deliveries in flight in
-//   a process and the claim takes only its free slots, so a sink that hangs holds its own slots (each for at
-//   most timeoutMs) and nothing else; the process holds at most maxInFlight in all.
-// - Woken by the database (the fan-out trigger notifies apiserver_events at commit), when a busy sink frees
-//   half its slots, and every pollMs (retries falling due).
+//   a process (and as many more claimed, waiting their turn), and a claim takes only its free room, so a
+//   sink that hangs holds its own rows (each attempt for at most timeoutMs) and nothing else; the process
+//   holds at most maxInFlight claimed rows in all.
+// - Woken by the database (the fan-out trigger notifies apiserver_events at commit), when a busy sink is
+//   down to half its room, and every pollMs (retries falling due).
 // - Settled rows are pruned: delivered ones after retentionMs, failed ones after failedRetentionMs, and
 //   events no delivery refers to any more after retentionMs. The backlog (pending and due deliveries) is
 //   logged at the same pace while there is one.
@@ -32,7 +33,7 @@ export interface DeliveryOptions {
   retryMaxMs: number;
   /** Deliveries one subscription may have in flight in this process (default 32). */
   perSubscription: number;
-  /** Deliveries in flight in this process (default 1024). */
+  /** Deliveries claimed by this process at once, sending or waiting their turn (default 1024). */
   maxInFlight: number;
   /** How often due retries are looked for when nothing wakes the worker (default 1 s). */
   pollMs: number;
@@ -103,7 +104,6 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
   // them gives them up when the lease ends (an outcome recorded after that is ignored: see queue.ts).
   const leaseMs = opts.timeoutMs * 3;
   const stats: DeliveryStats = { attempts: 0, delivered: 0, retried: 0, failed: 0, inFlight: 0, claims: 0 };
-  const busy = new Map<string, number>();
   const inFlight = new Set<Promise<void>>();
   let stopped = false;
 
@@ -185,33 +185,59 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
     record(outcomeOf(d, result));
   }
 
-  function start(d: ClaimedDelivery): void {
-    busy.set(d.subscriptionUid, (busy.get(d.subscriptionUid) ?? 0) + 1);
+  // Each subscription holds up to twice its concurrency in claimed rows: perSubscription sending, the rest
+  // waiting their turn, so the next claim is made while the sink is kept busy (a waiting row starts within
+  // one attempt's timeout, well inside its lease). A claim is made again once a subscription's held rows
+  // fall to half of that window.
+  const window = opts.perSubscription * 2;
+  const held = new Map<string, number>();
+  const sending = new Map<string, number>();
+  const waiting = new Map<string, ClaimedDelivery[]>();
+  let heldTotal = 0;
+
+  function send(d: ClaimedDelivery): void {
+    const uid = d.subscriptionUid;
+    sending.set(uid, (sending.get(uid) ?? 0) + 1);
     stats.inFlight++;
     const p: Promise<void> = attempt(d).finally(() => {
       inFlight.delete(p);
       stats.inFlight--;
-      const n = busy.get(d.subscriptionUid)! - 1;
-      if (n === 0) busy.delete(d.subscriptionUid);
-      else busy.set(d.subscriptionUid, n);
-      // Claim again once a busy sink has half its slots back, or the process half its capacity.
-      if (n === Math.floor(opts.perSubscription / 2) || stats.inFlight === Math.floor(opts.maxInFlight / 2)) wake();
+      sending.set(uid, sending.get(uid)! - 1);
+      const n = held.get(uid)! - 1;
+      heldTotal--;
+      if (n === 0) {
+        held.delete(uid);
+        sending.delete(uid);
+      } else held.set(uid, n);
+      const next = waiting.get(uid)?.shift();
+      if (next && !stopped) send(next);
+      if (n === opts.perSubscription || heldTotal === Math.floor(opts.maxInFlight / 2)) wake();
     });
     inFlight.add(p);
+  }
+
+  function start(d: ClaimedDelivery): void {
+    const uid = d.subscriptionUid;
+    held.set(uid, (held.get(uid) ?? 0) + 1);
+    heldTotal++;
+    if ((sending.get(uid) ?? 0) < opts.perSubscription) return send(d);
+    let line = waiting.get(uid);
+    if (!line) waiting.set(uid, (line = []));
+    line.push(d);
   }
 
   async function run(): Promise<void> {
     let errorDelay = 0;
     while (!stopped) {
       woken = false;
-      const free = opts.maxInFlight - stats.inFlight;
+      const free = opts.maxInFlight - heldTotal;
       if (free <= 0) {
         await sleep(opts.pollMs);
         continue;
       }
       let claimed: ClaimedDelivery[];
       try {
-        claimed = await queue.claim({ perSubscription: opts.perSubscription, busy, limit: free, leaseMs });
+        claimed = await queue.claim({ perSubscription: window, busy: held, limit: free, leaseMs });
         errorDelay = 0;
       } catch (err) {
         errorDelay = Math.min(Math.max(errorDelay * 2, 250), 5_000);
@@ -267,6 +293,10 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
       await running;
       await unlisten?.().catch(() => {});
       let graceTimer: NodeJS.Timeout | undefined;
+      // Rows claimed but not yet sent are given back, due at once for another process.
+      const unsent = [...waiting.values()].flat();
+      waiting.clear();
+      await queue.release(unsent).catch((err: unknown) => log.warn("events: cannot release claimed deliveries; they are due when their lease ends", { err }));
       const graceOver = new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)));
       await Promise.race([Promise.allSettled([...inFlight]), graceOver]);
       clearTimeout(graceTimer);
