@@ -580,3 +580,16 @@ describe.each(protocols)("CheckAccountAssociation [%s]", (protocol: Protocol) =>
     expect((await check(orgAssociation, AccountProviderType.AMAZON, "editor")).message?.status).toBe(CheckStatus.READY);
   });
 });
+
+describe("CreateAccountAssociation under concurrency", () => {
+  it("concurrent creates for one group: exactly one succeeds, the others are ALREADY_EXISTS", async () => {
+    const group = await insertGroup(world.org);
+    const outs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        call(protocols[i % protocols.length]!, base(), M.createAccountAssociation, { parent: group, accountAssociation: { name: `racer-${i}` } }, world.auth("owner")),
+      ),
+    );
+    expect(outs.filter((o) => !o.error)).toHaveLength(1);
+    expect(outs.filter((o) => o.error).map((o) => o.error!.code)).toEqual(Array(5).fill(Code.AlreadyExists));
+  });
+});
