@@ -20,6 +20,7 @@ const KINDS: Readonly<Record<string, string>> = {
   role_bindings: "role bindings",
   repos: "repos",
   subscriptions: "event subscriptions",
+  account_associations: "an account association",
 };
 function blockingKind(err: unknown): string {
   for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {

@@ -5,6 +5,7 @@ import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/i
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+import { accountAssociationsBindings } from "./account-associations.service.js";
 import { externalGroupRoleMappingsBindings } from "./external-group-role-mappings.service.js";
 import { groupsBindings } from "./groups.service.js";
 import { identitiesBindings } from "./identities.service.js";
@@ -20,6 +21,7 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
     ...roleBindingsBindings(deps),
     ...externalGroupRoleMappingsBindings(deps),
     ...identityProvidersBindings(deps),
+    ...accountAssociationsBindings(deps),
   ];
 }
 

@@ -10,7 +10,7 @@ import { Code } from "@connectrpc/connect";
 import { SignJWT, generateKeyPair } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
-import { externalGroupRoleMappings, identityProviders, repos, subscriptions, tags } from "../../src/db/schema/index.js";
+import { accountAssociations, externalGroupRoleMappings, identityProviders, repos, subscriptions, tags } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods } from "../../src/kernel/descriptors.js";
@@ -178,6 +178,17 @@ const table: Record<string, Row> = {
     allowed: Code.FailedPrecondition,
   },
 
+  // One association per group, its uid the group's: T has one (seeded); the sibling group has none.
+  "AccountAssociationsService.GetAccountAssociation": { request: (t) => ({ uid: t.team }), allowed: "OK" },
+  "AccountAssociationsService.ListAccountAssociations": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
+  "AccountAssociationsService.CreateAccountAssociation": { request: (t) => ({ parent: t.team, accountAssociation: { name: "matrix" } }), allowed: Code.AlreadyExists },
+  "AccountAssociationsService.UpdateAccountAssociation": {
+    request: (t) => ({ accountAssociation: { uid: t.team, description: "matrix" }, updateMask: { paths: ["description"] } }),
+    allowed: "OK",
+  },
+  "AccountAssociationsService.DeleteAccountAssociation": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
+  "AccountAssociationsService.CheckAccountAssociation": { request: (t) => ({ uid: t.team, providerType: 2 }), allowed: "OK" },
+
   "ReposService.GetRepo": { request: (t) => ({ uid: t.repo }), allowed: "OK" },
   "ReposService.CreateRepo": { request: (t) => ({ parent: t.team, repo: { name: "matrix" } }), allowed: ["OK", Code.AlreadyExists] },
   "ReposService.UpdateRepo": {
@@ -281,6 +292,7 @@ beforeAll(async () => {
   await server.database.db
     .insert(externalGroupRoleMappings)
     .values({ uid: mapping, identityProviderUid: identityProvider, externalGroupId: "seeded", roleUid: managedRole("viewer").uid, scope: world.org });
+  await server.database.db.insert(accountAssociations).values({ uid: world.team, name: "matrix-seeded", amazon: { account: "123456789012" } });
   target = { ...world, repo, tag, subscription, identityProvider, mapping };
   const { privateKey } = await generateKeyPair("ES256");
   const foreign = await new SignJWT({})

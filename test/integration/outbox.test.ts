@@ -13,6 +13,7 @@ import { Code } from "@connectrpc/connect";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { AccountAssociationsService } from "../../gen/chainguard/platform/iam/v2/account_associations_pb.js";
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
@@ -61,6 +62,10 @@ const newTag = async () => (await make(TagsService.method.createTag, { parent: a
 const newSubscription = async () =>
   (await make(SubscriptionsService.method.createSubscription, { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } })).uid;
 const bogus = () => `${world.team}/ffffffffffffffff`;
+const newAssociation = async () => {
+  const group = await newGroup();
+  return (await make(AccountAssociationsService.method.createAccountAssociation, { parent: group, accountAssociation: { name: unique("links") } })).uid;
+};
 /** An identity provider in the team (inserted in beforeAll: its service is not this test's), and another. */
 let provider = "";
 let otherProvider = "";
@@ -227,6 +232,22 @@ const table: Record<string, Row> = {
     },
     refused: async () => ({ request: { identityProviderUid: await newProvider(), enabled: true, etag: "stale" }, code: Code.FailedPrecondition }),
   },
+  // An association's uid is its group's: the event's subject and group are that group.
+  "AccountAssociationsService.CreateAccountAssociation": {
+    ok: async () => ({ request: { parent: await newGroup(), accountAssociation: { name: "links", amazon: { account: "123456789012" } } }, group: "<subject>" }),
+    refused: async () => ({ request: { parent: await newGroup(), accountAssociation: { name: "links", amazon: { account: "1234" } } }, code: Code.InvalidArgument }),
+  },
+  "AccountAssociationsService.UpdateAccountAssociation": {
+    ok: async () => ({ request: { accountAssociation: { uid: await newAssociation(), description: "changed" } }, group: "<subject>" }),
+    refused: async () => ({ request: { accountAssociation: { uid: await newAssociation(), google: { projectId: "Bad" } } }, code: Code.InvalidArgument }),
+  },
+  "AccountAssociationsService.DeleteAccountAssociation": {
+    ok: async () => {
+      const uid = await newAssociation();
+      return { request: { uid }, subject: uid, group: uid };
+    },
+    refused: async () => ({ request: { uid: await newGroup() }, code: Code.NotFound }),
+  },
   "ReposService.CreateRepo": {
     ok: async () => ({ request: { parent: world.team, repo: { name: unique("repo") } } }),
     refused: async () => ({ request: { parent: world.team, repo: { name: "Not A Repo" } }, code: Code.InvalidArgument }),
@@ -312,7 +333,7 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
  * last_seen_time is left out: authentication records it in the background, whatever the call does.
  */
 async function stateDigest(): Promise<string> {
-  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings", "outbox_events"];
+  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings", "account_associations", "outbox_events"];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
