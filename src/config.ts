@@ -43,6 +43,8 @@ export interface Config {
    * production no client secret can be stored (providers using PKCE only still work).
    */
   idpSecretKey: Uint8Array | undefined;
+  /** REFRESH_TOKEN_TTL_HOURS: lifetime of a refresh token of the token exchange, from its issue (default 720: 30 days). */
+  refreshTokenTtlSeconds: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /**
    * On SIGTERM or SIGINT, how long requests in flight may take to finish before their connections are
@@ -188,6 +190,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     externalAudiences,
     idpSecretKey,
+    refreshTokenTtlSeconds: 3600 * integer("REFRESH_TOKEN_TTL_HOURS", env.REFRESH_TOKEN_TTL_HOURS, 720, 1, 24 * 365),
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, DEFAULT_LIMITS.maxRequestBytes, 1024, 1024 * 1024 * 1024),

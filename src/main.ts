@@ -69,6 +69,7 @@ async function main(): Promise<void> {
     sinks: sinkPolicyFor(config.mode),
     idpSecretKey,
     allowInsecureLoopbackIssuers: config.allowInsecureLoopbackIssuers,
+    refreshTokenTtlSeconds: config.refreshTokenTtlSeconds,
     limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,

@@ -70,6 +70,8 @@ export interface AppDeps {
   idpSecretKey?: Uint8Array | undefined;
   /** Whether identity providers may name a loopback issuer over plain http (development). Default false. */
   allowInsecureLoopbackIssuers?: boolean;
+  /** Lifetime of a refresh token of the token exchange. Default 30 days. */
+  refreshTokenTtlSeconds?: number;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
   /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
@@ -129,6 +131,7 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChange
     sinks: deps.sinks ?? sinkPolicyFor("production"),
     secretBox: createSecretBox(deps.idpSecretKey),
     allowInsecureLoopbackIssuers: deps.allowInsecureLoopbackIssuers ?? false,
+    refreshTokenTtlSeconds: deps.refreshTokenTtlSeconds,
   };
   const bound = new Map<string, ServiceBinding>();
   for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {

@@ -52,4 +52,6 @@ export interface DomainDeps {
   secretBox: SecretBox;
   /** Whether an identity provider may name a loopback issuer over plain http (development: kernel/outbound.ts). */
   allowInsecureLoopbackIssuers: boolean;
+  /** Lifetime of a refresh token of the token exchange, from its issue. Default 30 days (sts/refresh-tokens.store.ts). */
+  refreshTokenTtlSeconds?: number | undefined;
 }

@@ -239,7 +239,8 @@ const table: Record<string, Row> = {
   // tokens (this server's own, a foreign issuer's, none) is one the owner's claim match accepts, so every
   // caller is refused, the owner and those granted everything on T included.
   "SecurityTokenService.Exchange": { request: (t) => ({ identity: t.identity.owner }), allowed: Code.Unauthenticated },
-  "SecurityTokenService.ExchangeRefreshToken": { request: () => ({}), allowed: Code.Unimplemented },
+  // Its bearer must be a refresh token (opaque, issued by Exchange): none of the matrix's tokens is one.
+  "SecurityTokenService.ExchangeRefreshToken": { request: () => ({}), allowed: Code.Unauthenticated },
 
   "PingService.Ping": { request: () => ({}), allowed: "OK" },
 };

@@ -345,10 +345,10 @@ runContractCases("Exchange refused", () => server.baseUrl, [
     error: { code: Code.FailedPrecondition, message: /no verifier for service principal identities in this server/ },
   }),
   contractCase({
-    name: "ExchangeRefreshToken is not implemented",
+    name: "ExchangeRefreshToken refuses an exchangeable token: only a refresh token is its bearer (refresh-tokens.contract.test.ts)",
     method: SecurityTokenService.method.exchangeRefreshToken,
     request: {},
     headers: bearer("exact"),
-    error: { code: Code.Unimplemented, reason: "UNIMPLEMENTED", domain: "oidc.platform.test", message: /refresh tokens/ },
+    error: { code: Code.Unauthenticated, reason: "REFRESH_TOKEN_INVALID", domain: "oidc.platform.test" },
   }),
 ]);

@@ -10,6 +10,8 @@
 //                    provider, an expired token: UNAUTHENTICATED with ErrorInfo; a deactivated identity too
 //   correlation      by `oid`: the same person with another `sub` is the same identity
 //   concurrency      simultaneous first logins of one person create one identity (meaningful on PostgreSQL)
+//   refresh tokens   a login asking for offline_access gets one; it outlives the ID token, survives logins that
+//                    change mapped bindings, and ends when a login removes the identity's last binding
 import { Code } from "@connectrpc/connect";
 import { and, eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
@@ -18,7 +20,7 @@ import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js
 import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { BadRequestSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
-import { externalGroupRoleMappings, identities, identityProviders, roleBindings } from "../../src/db/schema/index.js";
+import { externalGroupRoleMappings, identities, identityProviders, refreshTokens, roleBindings } from "../../src/db/schema/index.js";
 import { outboxEvents } from "../../src/db/schema/outbox.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { groupsOf, identityNameFrom } from "../../src/iam/sso-login.js";
@@ -216,6 +218,41 @@ async function bindingMappingOf(identityUid: string, group: string) {
   const [row] = await server.database.db.select().from(roleBindings).where(and(eq(roleBindings.identityUid, identityUid), eq(roleBindings.groupUid, group)));
   return row?.mappingUid;
 }
+
+describe("refresh tokens of a login through a provider", () => {
+  const refresh = (token: string) =>
+    call("connect-json", server.baseUrl, SecurityTokenService.method.exchangeRefreshToken, {}, { authorization: `Bearer ${token}` });
+
+  it("outlive the ID token, survive logins that change mapped bindings, and end when a login removes the last binding", async () => {
+    const sub = "dora";
+    const out = await call("rest", server.baseUrl, exchange, { identityProvider: provider.acme, scope: "offline_access" }, {
+      authorization: `Bearer ${await idp.mint({ sub, groups: ["eng"] }, { ttlSeconds: 120 })}`,
+    });
+    expect(out.error?.message).toBeUndefined();
+    const dora = (await identityOf(provider.acme, sub))!;
+    expect(decodeJwt(out.message!.token).exp).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 120);
+
+    const first = await refresh(out.message!.refreshToken);
+    expect(first.error?.message).toBeUndefined();
+    const access = decodeJwt(first.message!.token!.token);
+    expect(access).toMatchObject({ sub: dora.uid, act: { iss: idp.url, sub } });
+    expect(access.exp! - access.iat!).toBe(3600); // not capped at the ID token's expiry
+
+    // A login that drops the mapped binding keeps the default one: the refresh token lives on.
+    await login("connect-json", provider.acme, await idp.mint({ sub, groups: [] }));
+    expect(await bindingsOf(dora.uid)).toEqual([`viewer@${acme.org}`]);
+    const second = await refresh(first.message!.refreshToken!.token);
+    expect(second.error?.message).toBeUndefined();
+
+    // With the default binding gone by hand, the login that drops the mapped one removes the last binding.
+    await login("connect-json", provider.acme, await idp.mint({ sub, groups: ["eng"] }));
+    await server.database.db.delete(roleBindings).where(and(eq(roleBindings.identityUid, dora.uid), eq(roleBindings.roleUid, managedRole("viewer").uid)));
+    await login("connect-json", provider.acme, await idp.mint({ sub, groups: [] }));
+    expect(await bindingsOf(dora.uid)).toEqual([]);
+    expect(await server.database.db.select().from(refreshTokens).where(eq(refreshTokens.identityUid, dora.uid))).toEqual([]);
+    assertError("connect-json", (await refresh(second.message!.refreshToken!.token)).error!, { code: Code.Unauthenticated, reason: "REFRESH_TOKEN_INVALID" });
+  });
+});
 
 describe("correlation by oid", () => {
   it("finds the same identity by its oid whatever its sub, records the oid in its relationship, and refuses a token without oid", async () => {

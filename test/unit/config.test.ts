@@ -74,6 +74,13 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ IDP_SECRET_KEY: "not base64 at all!" })).toThrow(/^IDP_SECRET_KEY must be base64$/);
   });
 
+  it("reads REFRESH_TOKEN_TTL_HOURS (default 30 days) into seconds, within 1 hour and a year", () => {
+    expect(loadConfig({}).refreshTokenTtlSeconds).toBe(30 * 24 * 3600);
+    expect(loadConfig({ REFRESH_TOKEN_TTL_HOURS: "2" }).refreshTokenTtlSeconds).toBe(7200);
+    expect(() => loadConfig({ REFRESH_TOKEN_TTL_HOURS: "0" })).toThrow(/REFRESH_TOKEN_TTL_HOURS must be an integer between 1 and 8760/);
+    expect(() => loadConfig({ REFRESH_TOKEN_TTL_HOURS: "1.5" })).toThrow(/REFRESH_TOKEN_TTL_HOURS/);
+  });
+
   it("defaults the issuer to this server on localhost, and allows loopback http issuers in development only", () => {
     expect(loadConfig({ PORT: "9000" })).toMatchObject({ issuerUrl: "http://localhost:9000", allowInsecureLoopbackIssuers: true });
     expect(loadConfig({ ALLOW_INSECURE_LOOPBACK_ISSUERS: "false" }).allowInsecureLoopbackIssuers).toBe(false);

@@ -6,3 +6,4 @@ export * from "./registry.js";
 export * from "./outbox.js";
 export * from "./events.js";
 export * from "./account-associations.js";
+export * from "./refresh-tokens.js";

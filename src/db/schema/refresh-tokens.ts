@@ -1,0 +1,43 @@
+// Refresh tokens of the token exchange (sts/refresh-tokens.store.ts): opaque, stored only as their sha256,
+// bound to an identity and to the audience of the access token they were issued with.
+//
+// Every exchange that asks for one starts a chain; each use marks the token used and issues its successor
+// in the same chain. Used tokens are kept (until they expire) so that presenting one again is recognised as
+// reuse, which revokes the whole chain. Deleting the identity deletes its tokens (CASCADE); deleting its last
+// role binding deletes them too (the trigger of the refresh_tokens_end migration).
+import { index, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { instant, uidText } from "./columns.js";
+import { identities } from "./iam.js";
+
+export const refreshTokens = pgTable(
+  "refresh_tokens",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    /** The id of the chain's first token (issued by Exchange): what a reuse revokes. */
+    chainId: uuid("chain_id").notNull(),
+    identityUid: uidText("identity_uid")
+      .notNull()
+      .references(() => identities.uid, { onDelete: "cascade" }),
+    /** The access tokens' `aud` as the exchange asked for it; empty: this server's issuer URL, as a string. */
+    audience: text("audience").array().notNull(),
+    /** The exchanged token's issuer and subject: the `act` of every access token of the chain. */
+    upstreamIssuer: text("upstream_issuer").notNull(),
+    upstreamSubject: text("upstream_subject").notNull(),
+    /** Nothing of the chain outlives this (a StaticKeys identity's expiration_time at the exchange); null: no cap. */
+    notAfter: instant("not_after"),
+    /** sha256 (hex) of the token. */
+    tokenHash: text("token_hash").notNull(),
+    createTime: instant("create_time").notNull().defaultNow(),
+    expireTime: instant("expire_time").notNull(),
+    /** When it was exchanged for its successor; presenting it again after that is reuse. */
+    usedTime: instant("used_time"),
+    /** When its chain was revoked (a reuse). */
+    revokeTime: instant("revoke_time"),
+  },
+  (t) => [
+    uniqueIndex("refresh_tokens_hash_idx").on(t.tokenHash),
+    index("refresh_tokens_chain_idx").on(t.chainId),
+    index("refresh_tokens_identity_idx").on(t.identityUid),
+    index("refresh_tokens_expire_time_idx").on(t.expireTime),
+  ],
+);
