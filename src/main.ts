@@ -69,6 +69,8 @@ async function main(): Promise<void> {
     sinks: sinkPolicyFor(config.mode),
     idpSecretKey,
     allowInsecureLoopbackIssuers: config.allowInsecureLoopbackIssuers,
+    terms: config.terms,
+    groupAccessRequestWindowMs: config.groupAccessRequestWindowMs,
     limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,

@@ -6,11 +6,13 @@ import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_b
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { externalGroupRoleMappingsBindings } from "./external-group-role-mappings.service.js";
+import { groupAccessRequestsBindings } from "./group-access.service.js";
 import { groupsBindings } from "./groups.service.js";
 import { identitiesBindings } from "./identities.service.js";
 import { identityProvidersBindings } from "./identity-providers.service.js";
 import { roleBindingsBindings } from "./role-bindings.service.js";
 import { rolesBindings } from "./roles.service.js";
+import { termsBindings } from "./terms.service.js";
 
 export function iamBindings(deps: DomainDeps): ServiceBinding[] {
   return [
@@ -20,6 +22,9 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
     ...roleBindingsBindings(deps),
     ...externalGroupRoleMappingsBindings(deps),
     ...identityProvidersBindings(deps),
+    // Terms, and the owners' list of group access requests (issue 12, parts 3 and 4).
+    ...termsBindings(deps),
+    ...groupAccessRequestsBindings(deps),
   ];
 }
 

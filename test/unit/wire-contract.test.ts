@@ -39,6 +39,7 @@ describe("wire contract", () => {
       "message chainguard.platform.events.v2.Subscription > field update_time",
       "service chainguard.platform.oidc.SecurityTokenService > rpc Exchange > auth",
       "service chainguard.platform.oidc.SecurityTokenService > rpc ExchangeRefreshToken > auth",
+      "service chainguard.platform.iam.v2.GroupsService > rpc RequestGroupAccess > event",
     ]) {
       expect(paths.some((p) => p.endsWith(expected)), expected).toBe(true);
     }
