@@ -149,6 +149,17 @@ describe("wire contract", () => {
       );
     });
 
+    it("permits an event on a mutation the contract gives none (reported), and still compares every other fact", () => {
+      const modified = mutate((c) => {
+        delete methodOf(c, "chainguard/platform/iam/v2/groups.proto", "chainguard.platform.iam.v2.GroupsService", "UpdateGroup").event;
+      });
+      const r = compareWireContract(modified, apiFiles);
+      expect(r.mismatches).toEqual([]);
+      expect(r.extras.map((e) => e.path)).toContain(
+        "chainguard/platform/iam/v2/groups.proto > service chainguard.platform.iam.v2.GroupsService > rpc UpdateGroup > event",
+      );
+    });
+
     it("fails extras the design does not permit, and missing elements", () => {
       const modified = mutate((c) => {
         const groups = c.files["chainguard/platform/iam/v2/groups.proto"]!;
