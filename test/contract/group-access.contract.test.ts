@@ -278,3 +278,18 @@ describe("group access requests go with their group and their requester", () => 
     expect(left!.n).toBe(0);
   });
 });
+
+// The embedded database runs one transaction at a time: concurrency needs PostgreSQL.
+describe.skipIf(!process.env.DATABASE_URL)("concurrent repeats (PostgreSQL)", () => {
+  it("eight requests at once for one group: one is recorded and evented, the others are RESOURCE_EXHAUSTED", async () => {
+    const me = await person("eager");
+    const outs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => call(protocols[i % protocols.length]!, base(), GroupsService.method.requestGroupAccess, { groupUid: world.other }, me.auth)),
+    );
+    const codes = outs.map((o) => (o.error ? Code[o.error.code] : "OK")).sort();
+    expect(codes).toEqual(["OK", ...Array<string>(7).fill("ResourceExhausted")].sort());
+    const { db } = server.database;
+    expect(await db.select().from(groupAccessRequests).where(eq(groupAccessRequests.identityUid, me.uid))).toHaveLength(1);
+    expect(await db.select().from(outboxEvents).where(eq(outboxEvents.actor, me.uid))).toHaveLength(1);
+  });
+});
