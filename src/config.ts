@@ -77,6 +77,15 @@ export interface Config {
     /** EVENTS_FAILED_RETENTION_HOURS: how long failed deliveries are kept for inspection (default 720). */
     failedRetentionMs: number;
   };
+  /**
+   * Terms of service (iam TermsService). TERMS_DOCUMENTS: the documents an organization may accept, as a JSON
+   * array of {id, label, url} (default DEFAULT_TERMS_DOCUMENTS). TERMS_REQUIRED_FOR: comma-separated methods
+   * (`<package>.<Service>/<Method>`) that answer FAILED_PRECONDITION until the call's organization has accepted
+   * every document (default none); the server refuses to start when one names no scoped method.
+   */
+  terms: TermsSettings;
+  /** GROUP_ACCESS_REQUEST_WINDOW_MINUTES: how long a repeat of a group access request is refused (default 60). */
+  groupAccessRequestWindowMs: number;
   /** The PostgreSQL pool (unused with the embedded database). */
   databasePool: {
     /** Connections (default 10). */
@@ -96,6 +105,75 @@ export const DEFAULT_LIMITS = {
 } as const;
 
 const HOUR = 3_600_000;
+
+/** A document an organization accepts (TermsService), as TERMS_DOCUMENTS lists it. */
+export interface TermsDocument {
+  id: string;
+  label: string;
+  url: string;
+}
+
+export interface TermsSettings {
+  documents: readonly TermsDocument[];
+  /** Full method names (`chainguard.platform.registry.v2.ReposService/CreateRepo`) needing accepted terms. */
+  requiredFor: readonly string[];
+}
+
+/** The documents known when TERMS_DOCUMENTS is unset (the README lists them). */
+export const DEFAULT_TERMS_DOCUMENTS: readonly TermsDocument[] = [
+  { id: "terms-of-service", label: "Terms of Service", url: "https://www.chainguard.dev/legal/terms-of-service" },
+  { id: "privacy-notice", label: "Privacy Notice", url: "https://www.chainguard.dev/legal/privacy-notice" },
+];
+
+export const DEFAULT_TERMS: TermsSettings = { documents: DEFAULT_TERMS_DOCUMENTS, requiredFor: [] };
+
+/** The default window in which a repeated group access request is refused. */
+export const DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS = HOUR;
+
+const DOCUMENT_ID = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+const METHOD_NAME = /^[A-Za-z_][A-Za-z0-9_.]*\/[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** TERMS_DOCUMENTS: a JSON array of {id, label, url}; ids unique, lowercase; urls absolute http(s). */
+export function parseTermsDocuments(raw: string | undefined): readonly TermsDocument[] {
+  if (raw === undefined || raw.trim() === "") return DEFAULT_TERMS_DOCUMENTS;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError("TERMS_DOCUMENTS must be a JSON array of {\"id\", \"label\", \"url\"}");
+  }
+  if (!Array.isArray(parsed)) throw new ConfigError("TERMS_DOCUMENTS must be a JSON array of {\"id\", \"label\", \"url\"}");
+  const seen = new Set<string>();
+  return parsed.map((d: unknown, i) => {
+    const { id, label, url } = (d ?? {}) as Record<string, unknown>;
+    if (typeof id !== "string" || !DOCUMENT_ID.test(id)) {
+      throw new ConfigError(`TERMS_DOCUMENTS[${i}].id must be 1-63 characters of a-z, 0-9, ".", "_", "-", got ${JSON.stringify(id)}`);
+    }
+    if (seen.has(id)) throw new ConfigError(`TERMS_DOCUMENTS[${i}].id ${JSON.stringify(id)} is listed twice`);
+    seen.add(id);
+    if (typeof label !== "string" || label.trim() === "") throw new ConfigError(`TERMS_DOCUMENTS[${i}].label must be a non-empty string`);
+    let ok = false;
+    try {
+      ok = typeof url === "string" && ["http:", "https:"].includes(new URL(url).protocol);
+    } catch {
+      ok = false;
+    }
+    if (!ok) throw new ConfigError(`TERMS_DOCUMENTS[${i}].url must be an absolute http(s) URL`);
+    return { id, label, url: url as string };
+  });
+}
+
+/** TERMS_REQUIRED_FOR: comma-separated `<package>.<Service>/<Method>` (checked against the API when the server starts). */
+export function parseTermsRequiredFor(raw: string | undefined): readonly string[] {
+  const names = (raw ?? "")
+    .split(",")
+    .map((m) => m.trim().replace(/^\//, ""))
+    .filter((m) => m !== "");
+  for (const name of names) {
+    if (!METHOD_NAME.test(name)) throw new ConfigError(`TERMS_REQUIRED_FOR: ${JSON.stringify(name)} is not <package>.<Service>/<Method>`);
+  }
+  return [...new Set(names)];
+}
 
 /** The defaults of event delivery (events/delivery/worker.ts DeliveryOptions). */
 export const DEFAULT_DELIVERY_OPTIONS = {
@@ -204,6 +282,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retentionMs: HOUR * integer("EVENTS_RETENTION_HOURS", env.EVENTS_RETENTION_HOURS, DEFAULT_DELIVERY_OPTIONS.retentionMs / HOUR, 1, 24 * 365),
       failedRetentionMs: HOUR * integer("EVENTS_FAILED_RETENTION_HOURS", env.EVENTS_FAILED_RETENTION_HOURS, DEFAULT_DELIVERY_OPTIONS.failedRetentionMs / HOUR, 1, 24 * 365),
     },
+    terms: { documents: parseTermsDocuments(env.TERMS_DOCUMENTS), requiredFor: parseTermsRequiredFor(env.TERMS_REQUIRED_FOR) },
+    groupAccessRequestWindowMs:
+      60_000 * integer("GROUP_ACCESS_REQUEST_WINDOW_MINUTES", env.GROUP_ACCESS_REQUEST_WINDOW_MINUTES, DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS / 60_000, 1, 60 * 24 * 30),
     databasePool: {
       max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, DEFAULT_LIMITS.databasePool.max, 1, 1000),
       statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.statementTimeoutMs, 0, 3_600_000),

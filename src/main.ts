@@ -70,6 +70,8 @@ async function main(): Promise<void> {
     idpSecretKey,
     allowInsecureLoopbackIssuers: config.allowInsecureLoopbackIssuers,
     refreshTokenTtlSeconds: config.refreshTokenTtlSeconds,
+    terms: config.terms,
+    groupAccessRequestWindowMs: config.groupAccessRequestWindowMs,
     limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
     external: createExternalVerifier({
       directory,

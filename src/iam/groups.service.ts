@@ -4,19 +4,19 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import {
-  CheckEligibilityResponseSchema,
   GroupSchema,
   GroupsService,
   ListGroupsResponseSchema,
   LookupGroupResponseSchema,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { accessOf, listScopesOf, requireRuleAt } from "../kernel/auth/index.js";
-import { invalidArgument, notFound, permissionDenied, throwIfAny, unimplemented, under } from "../kernel/errors/index.js";
+import { invalidArgument, notFound, permissionDenied, throwIfAny, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { defineUpdate, updateUnderLock } from "../kernel/update.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { groupAccessMethods } from "./group-access.service.js";
 import { groupFields, toGroup } from "./groups.mapper.js";
 import { createGroupStore } from "./groups.store.js";
 import { groupViolations, parentDepthViolations } from "./validate.js";
@@ -83,16 +83,8 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
       return create(LookupGroupResponseSchema, { group: toGroup(row) });
     },
 
-    checkEligibility(_req, ctx) {
-      // Eligible to create an organization: a root-level identity (CreateGroup with no parent).
-      return create(CheckEligibilityResponseSchema, { eligible: accessOf(ctx).principal.homeGroup === undefined });
-    },
-
-    requestGroupAccess() {
-      throw unimplemented(
-        "RequestGroupAccess is not available on this server: it has no access-request approval workflow. Ask an owner of the group to create a role binding for you.",
-      );
-    },
+    // RequestGroupAccess and CheckEligibility: group-access.service.ts.
+    ...groupAccessMethods(deps),
   };
 
   return [bindService(GroupsService, impl)];

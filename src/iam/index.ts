@@ -7,11 +7,13 @@ import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { accountAssociationsBindings } from "./account-associations.service.js";
 import { externalGroupRoleMappingsBindings } from "./external-group-role-mappings.service.js";
+import { groupAccessRequestsBindings } from "./group-access.service.js";
 import { groupsBindings } from "./groups.service.js";
 import { identitiesBindings } from "./identities.service.js";
 import { identityProvidersBindings } from "./identity-providers.service.js";
 import { roleBindingsBindings } from "./role-bindings.service.js";
 import { rolesBindings } from "./roles.service.js";
+import { termsBindings } from "./terms.service.js";
 
 export function iamBindings(deps: DomainDeps): ServiceBinding[] {
   return [
@@ -22,6 +24,9 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
     ...externalGroupRoleMappingsBindings(deps),
     ...identityProvidersBindings(deps),
     ...accountAssociationsBindings(deps),
+    // Terms, and the owners' list of group access requests (issue 12, parts 3 and 4).
+    ...termsBindings(deps),
+    ...groupAccessRequestsBindings(deps),
   ];
 }
 

@@ -38,6 +38,7 @@ import { file_chainguard_platform_registry_v2_images } from "../../gen/chainguar
 import { file_chainguard_platform_registry_v2_repos } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { file_chainguard_platform_registry_v2_tags } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { file_chainguard_platform_vulnerabilities_v2_advisories } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
+import { file_apiserver_iam_v1_group_access_requests } from "../../gen/apiserver/iam/v1/group_access_requests_pb.js";
 
 /** The files of the public API surface (the wire contract), in contract order. */
 export const apiFiles: readonly DescFile[] = [
@@ -63,6 +64,12 @@ export const apiFiles: readonly DescFile[] = [
   file_platform_oidc_v1_oidc_platform,
 ];
 
+/**
+ * This server's own services (package apiserver.*): methods the contract lacks but a feature needs. Served on
+ * every protocol like the contract's, but not part of the wire contract the protos are checked against.
+ */
+export const ownApiFiles: readonly DescFile[] = [file_apiserver_iam_v1_group_access_requests];
+
 function withDependencies(roots: readonly DescFile[]): DescFile[] {
   const seen = new Map<string, DescFile>();
   const visit = (file: DescFile): void => {
@@ -80,6 +87,7 @@ function withDependencies(roots: readonly DescFile[]): DescFile[] {
  */
 export const allFiles: readonly DescFile[] = withDependencies([
   ...apiFiles,
+  ...ownApiFiles,
   file_google_rpc_status,
   file_google_rpc_error_details,
   file_google_protobuf_empty,
@@ -90,7 +98,7 @@ export const allFiles: readonly DescFile[] = withDependencies([
 export const registry: Registry = createRegistry(...allFiles);
 
 /** Services of the public API surface. */
-export const apiServices: readonly DescService[] = apiFiles.flatMap((f) => f.services);
+export const apiServices: readonly DescService[] = [...apiFiles, ...ownApiFiles].flatMap((f) => f.services);
 
 /** Every method of the public API surface. */
 export const apiMethods: readonly DescMethod[] = apiServices.flatMap((s) => s.methods);

@@ -4,10 +4,11 @@
 //
 //   type      the rule's CloudEvent type
 //   subject   the uid of the resource the event is about: the response's `uid` when it has one (creates,
-//             updates), else the request's scope field (deletes: `uid`; a batch: its `parent`), else the caller
+//             updates), else the request's scope field (deletes: `uid`; a batch: its `parent`), else the
+//             request field the rule's subject_field names (an unscoped method's group), else the caller
 //   group     the group the event happened in: the subject without its last `subject_depth` uid segments
 //             (empty when the subject lies outside every group, as a root-level identity does)
-//   body      the response as proto3 JSON, or the request when the response is empty (a delete), with every
+//   body      the response as proto3 JSON, or the request when the response has no fields (a delete), with every
 //             field marked `debug_redact` cleared at any depth (secrets never leave in an event)
 import { clone, toJson, type DescField, type DescMessage, type DescMethod, type Message, type MessageShape, type Registry } from "@bufbuild/protobuf";
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
@@ -23,6 +24,8 @@ export interface EventPlan {
   subjectDepth: number;
   /** The request's scope field path (iam_scope), when it has one. */
   scopePath: readonly DescField[] | undefined;
+  /** The request field the rule's subject_field names, when it names one. */
+  subjectField: readonly DescField[] | undefined;
   /** The response's `uid` field, when it has one. */
   responseUid: DescField | undefined;
   /** Whether the body is the request (the response is empty: a delete) rather than the response. */
@@ -46,14 +49,18 @@ export interface OutboxEvent {
 export function eventPlanOf(method: DescMethod): EventPlan | undefined {
   const rule = eventRuleOf(method);
   if (!rule) return undefined;
+  const subjectField = rule.subjectField === "" ? undefined : method.input.fields.find((f) => f.name === rule.subjectField && f.fieldKind === "scalar");
+  if (rule.subjectField !== "" && !subjectField) throw new Error(`${method.parent.typeName}.${method.name}: event subject_field ${rule.subjectField} is not a scalar field of ${method.input.typeName}`);
   return {
     method,
     type: rule.type,
     audience: rule.audience,
     subjectDepth: rule.subjectDepth,
     scopePath: scopePathOf(method.input),
+    subjectField: subjectField ? [subjectField] : undefined,
     responseUid: method.output.fields.find((f) => f.name === "uid" && f.fieldKind === "scalar"),
-    bodyIsRequest: method.output.typeName === EmptySchema.typeName,
+    // google.protobuf.Empty (a delete), or a response with nothing in it (RequestGroupAccess).
+    bodyIsRequest: method.output.typeName === EmptySchema.typeName || method.output.fields.length === 0,
     path: `/${method.parent.typeName}/${method.name}`,
   };
 }
@@ -76,7 +83,10 @@ export function outboxEventOf(
   registry: Registry,
 ): OutboxEvent {
   const subject =
-    (plan.responseUid && stringField(call.response, [plan.responseUid])) || (plan.scopePath && stringField(call.request, plan.scopePath)) || call.actor;
+    (plan.responseUid && stringField(call.response, [plan.responseUid])) ||
+    (plan.scopePath && stringField(call.request, plan.scopePath)) ||
+    (plan.subjectField && stringField(call.request, plan.subjectField)) ||
+    call.actor;
   const [desc, message] = plan.bodyIsRequest ? [plan.method.input, call.request] : [plan.method.output, call.response];
   return {
     type: plan.type,

@@ -19,7 +19,9 @@ import { createScimRoutes } from "../iam/scim.routes.js";
 import { log } from "../kernel/log.js";
 import { peerContextValues } from "../kernel/peer.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
-import { DEFAULT_LIMITS } from "../config.js";
+import { DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS, DEFAULT_LIMITS, DEFAULT_TERMS, type TermsSettings } from "../config.js";
+import { createTermsGate } from "../kernel/terms-gate.js";
+import { createTermsStore } from "../iam/terms.store.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
 import { pingBindings } from "../ping/ping.service.js";
@@ -72,6 +74,10 @@ export interface AppDeps {
   allowInsecureLoopbackIssuers?: boolean;
   /** Lifetime of a refresh token of the token exchange. Default 30 days. */
   refreshTokenTtlSeconds?: number;
+  /** The documents organizations accept, and the methods that need them (config.ts). Default DEFAULT_TERMS. */
+  terms?: TermsSettings;
+  /** How long a repeated request for access to one group is refused. Default one hour. */
+  groupAccessRequestWindowMs?: number;
   /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
   overrides?: readonly ServiceBinding[];
   /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
@@ -132,6 +138,8 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChange
     secretBox: createSecretBox(deps.idpSecretKey),
     allowInsecureLoopbackIssuers: deps.allowInsecureLoopbackIssuers ?? false,
     refreshTokenTtlSeconds: deps.refreshTokenTtlSeconds,
+    terms: deps.terms ?? DEFAULT_TERMS,
+    groupAccessRequestWindowMs: deps.groupAccessRequestWindowMs ?? DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS,
   };
   const bound = new Map<string, ServiceBinding>();
   for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {
@@ -158,6 +166,12 @@ export function createApp(deps: AppDeps): App {
     external,
     grants: grants.get,
   });
+  const termsStore = createTermsStore(deps.database.db);
+  const termsGate = createTermsGate({
+    ...(deps.terms ?? DEFAULT_TERMS),
+    methods: apiMethods,
+    accepted: (uid) => termsStore.acceptedFor(uid),
+  });
   const interceptors: Interceptor[] = [
     createErrorBoundary(deps.serviceDomain),
     createDeadline(limits.requestTimeoutMs),
@@ -167,6 +181,8 @@ export function createApp(deps: AppDeps): App {
       grantServices: grantServiceNames,
       grantsChanged: grants.clear,
     }),
+    // After authorization (a caller who may not call learns nothing of the terms), before the unit of work.
+    ...(termsGate ? [termsGate] : []),
     createUnitOfWork({ db: deps.database.db, registry }),
   ];
   const compression = [compressionGzip, compressionBrotli];

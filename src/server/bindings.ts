@@ -6,6 +6,7 @@ import type { SinkPolicy } from "../events/sinks.js";
 import type { ListPlanner } from "../kernel/list/index.js";
 import type { SecretBox } from "../iam/secret-box.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
+import type { TermsSettings } from "../config.js";
 
 /**
  * A domain's implementation of one API service, made with bindService so the implementation is checked
@@ -54,4 +55,8 @@ export interface DomainDeps {
   allowInsecureLoopbackIssuers: boolean;
   /** Lifetime of a refresh token of the token exchange, from its issue. Default 30 days (sts/refresh-tokens.store.ts). */
   refreshTokenTtlSeconds?: number | undefined;
+  /** The documents an organization may accept, and the methods needing them (config.ts TERMS_*). */
+  terms: TermsSettings;
+  /** How long a repeated request for access to the same group is refused. */
+  groupAccessRequestWindowMs: number;
 }

@@ -100,7 +100,9 @@ const table: Record<string, Row> = {
     allowed: "OK",
   },
   "GroupsService.LookupGroup": { request: () => ({}), allowed: ["OK", Code.NotFound] },
-  "GroupsService.RequestGroupAccess": { request: (w) => ({ groupUid: w.team }), allowed: Code.Unimplemented },
+  // Unscoped: any authenticated caller may ask. For a group that does not exist: NOT_FOUND for an eligible
+  // (root-level) caller, PERMISSION_DENIED (NOT_ELIGIBLE) for the identity confined to a sibling subgroup.
+  "GroupsService.RequestGroupAccess": { request: (w) => ({ groupUid: bogus(w) }), allowed: [Code.NotFound, Code.PermissionDenied] },
   "GroupsService.CheckEligibility": { request: () => ({}), allowed: "OK" },
 
   "IdentitiesService.CreateIdentity": {
@@ -243,6 +245,13 @@ const table: Record<string, Row> = {
   "SecurityTokenService.ExchangeRefreshToken": { request: () => ({}), allowed: Code.Unauthenticated },
 
   "PingService.Ping": { request: () => ({}), allowed: "OK" },
+
+  // Terms and group access requests (issue 12, parts 3 and 4). AcceptTerms on a sub-group also needs
+  // TERMS_ACCEPT on its organization: only the owner (bound there) holds it, and the owner is the only
+  // caller holding it on T.
+  "TermsService.AcceptTerms": { request: (t) => ({ group: t.team, documentIds: ["terms-of-service"] }), allowed: "OK" },
+  "TermsService.ListTermsAcceptances": { request: (t) => ({ group: t.team }), allowed: "OK" },
+  "GroupAccessRequestsService.ListGroupAccessRequests": { request: (t) => ({ group: t.team }), allowed: "OK" },
 };
 
 const keyOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;

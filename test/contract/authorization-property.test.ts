@@ -25,7 +25,18 @@ import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
-import { externalGroupRoleMappings, identities, identityProviders, repos, roleBindings, roles, subscriptions, tags } from "../../src/db/schema/index.js";
+import {
+  externalGroupRoleMappings,
+  groupAccessRequests,
+  identities,
+  identityProviders,
+  repos,
+  roleBindings,
+  roles,
+  subscriptions,
+  tags,
+  termsAcceptances,
+} from "../../src/db/schema/index.js";
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
 import { apiMethods, registry } from "../../src/kernel/descriptors.js";
@@ -93,6 +104,25 @@ async function seedOrg(server: TestServer, name: string, mark: string): Promise<
   });
   const mapping = newChildUid(identityProvider);
   await db.insert(externalGroupRoleMappings).values({ uid: mapping, identityProviderUid: identityProvider, externalGroupId: `group${mark}`, roleUid: role, scope: world.org });
+  // Terms accepted for the organization, and two pending access requests (one by a person whose name and
+  // email carry the marker): enough rows for a second page.
+  await db.insert(termsAcceptances).values(
+    ["terms-of-service", "privacy-notice"].map((docId) => ({ uid: newChildUid(world.org), orgUid: world.org, docId, acceptedBy: world.identity.owner })),
+  );
+  const asker = newRootUid();
+  await db.insert(identities).values({
+    uid: asker,
+    name: `asker${mark}`,
+    email: `asker.${mark}@example.test`,
+    relationship: { claimMatch: { issuer: "https://issuer.test", subject: `asker-${mark}-${asker}` } },
+    relationshipType: 1,
+    issuer: "https://issuer.test",
+    subject: `asker-${mark}-${asker}`,
+  });
+  await db.insert(groupAccessRequests).values([
+    { uid: newChildUid(world.team), groupUid: world.team, identityUid: asker },
+    { uid: newChildUid(world.org), groupUid: world.org, identityUid: world.identity.stranger },
+  ]);
   const seeded = await db.select({ uid: roleBindings.uid }).from(roleBindings).where(eq(roleBindings.groupUid, world.org));
   return {
     ...world,
@@ -352,10 +382,14 @@ describe.each(["grpc", "rest"] as const satisfies readonly Protocol[])("a caller
         filters.push({ how: "uidp.ids", request: { uidp: { ids: b.uids } } });
         filters.push({ how: "uidp.in_root", request: { uidp: { inRoot: true } } });
       }
+      // A scoped List's scope field (TermsService, the access requests) is aimed at B's uids here; an error
+      // quoting a name the caller sent there echoes the caller's own input, and part 1 covers the scope field.
+      const rule = ruleOf(method);
+      const scopeField = rule.kind === "scoped" && rule.scopePath.length === 1 ? rule.scopePath[0] : undefined;
       for (const f of method.input.fields) {
         if (f.fieldKind !== "scalar" || f.scalar !== ScalarType.STRING || f.name === "page_token" || f.name === "order_by") continue;
         for (const uid of b.uids) filters.push({ how: `${f.name}=uid`, request: { [f.localName]: uid } });
-        filters.push({ how: `${f.name}=B's name`, request: { [f.localName]: `repo${MARK}` } });
+        if (f !== scopeField) filters.push({ how: `${f.name}=B's name`, request: { [f.localName]: `repo${MARK}` } });
       }
       return (["owner", "viewer"] as const).flatMap((caller) =>
         filters.map(({ how, request }) => async () => {
@@ -372,19 +406,27 @@ describe.each(["grpc", "rest"] as const satisfies readonly Protocol[])("a caller
   it("every List given a page token B's owner received answers nothing of B", async () => {
     const findings = new Findings();
     const lists = implementedMethods().filter((m) => m.name.startsWith("List") && rowsField(m.output));
+    let scopedTokens = 0;
     for (const method of lists) {
-      for (const request of [{}, { uidp: { descendantsOf: b.org } }]) {
+      // A scoped List names its group: B's owner lists at B; the attackers present B's token at B and at A.
+      const rule = ruleOf(method);
+      const at = (org: Org) => (rule.kind === "scoped" ? withPath(rule.scopePath, org.org) : {});
+      for (const request of [at(b), { uidp: { descendantsOf: b.org } }]) {
         if (!method.input.fields.some((f) => f.name === "uidp") && "uidp" in request) continue;
         const first = await call(protocol, server.baseUrl, method, { ...request, pageSize: 1 } as never, b.auth("owner"));
         expect(first.error?.message).toBeUndefined();
         const token = (first.message as unknown as { nextPageToken: string }).nextPageToken;
         if (!token) continue;
+        if (rule.kind === "scoped") scopedTokens++;
         for (const caller of attackers) {
-          const out = await call(protocol, server.baseUrl, method, { ...request, pageSize: 1, pageToken: token } as never, a.auth(caller));
-          checkListAnswer(method, out, `${nameOf(method)} ${JSON.stringify(request)} with B's page token as ${caller}`, findings);
+          for (const aimed of rule.kind === "scoped" ? [request, at(a)] : [request]) {
+            const out = await call(protocol, server.baseUrl, method, { ...aimed, pageSize: 1, pageToken: token } as never, a.auth(caller));
+            checkListAnswer(method, out, `${nameOf(method)} ${JSON.stringify(aimed)} with B's page token as ${caller}`, findings);
+          }
         }
       }
     }
+    expect(scopedTokens, "scoped Lists (terms acceptances, access requests) paged").toBeGreaterThan(0);
     findings.check();
   }, LONG);
 });

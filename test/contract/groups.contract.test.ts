@@ -564,7 +564,7 @@ describe.each(protocols)("DeleteGroup [%s]", (protocol: Protocol) => {
 });
 
 // ---------------------------------------------------------------------------------------------------------
-runContractCases("LookupGroup, CheckEligibility, RequestGroupAccess", base, [
+runContractCases("LookupGroup, CheckEligibility", base, [
   contractCase({
     name: "a root-level identity: the organization of its oldest binding",
     method: GroupsService.method.lookupGroup,
@@ -600,11 +600,5 @@ runContractCases("LookupGroup, CheckEligibility, RequestGroupAccess", base, [
     headers: () => quiet.auth("confined"),
     response: (r) => expect(r.eligible).toBe(false),
   }),
-  contractCase({
-    name: "RequestGroupAccess: UNIMPLEMENTED, with a reason",
-    method: GroupsService.method.requestGroupAccess,
-    request: () => ({ groupUid: quiet.org }),
-    headers: () => quiet.auth("stranger"),
-    error: { code: Code.Unimplemented, reason: "UNIMPLEMENTED", domain: "iam.platform.test", message: /no access-request approval workflow/ },
-  }),
+  // RequestGroupAccess: group-access.contract.test.ts.
 ]);

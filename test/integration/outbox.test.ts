@@ -23,11 +23,11 @@ import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
-import { identityProviders, outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
+import { groups, identityProviders, outboxEvents, roleBindings, roles } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { eventRuleOf, registry } from "../../src/kernel/descriptors.js";
 import { redacted } from "../../src/kernel/outbox.js";
-import { newChildUid } from "../../src/kernel/uidp.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { implementedServices } from "../support/domains.js";
 import { call, protocols, type Protocol } from "../contract/harness.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -65,6 +65,12 @@ const bogus = () => `${world.team}/ffffffffffffffff`;
 const newAssociation = async () => {
   const group = await newGroup();
   return (await make(AccountAssociationsService.method.createAccountAssociation, { parent: group, accountAssociation: { name: unique("links") } })).uid;
+};
+/** An organization the owner holds nothing on (inserted: a group it may ask access to). */
+const foreignGroup = async () => {
+  const uid = newRootUid();
+  await server.database.db.insert(groups).values({ uid, parentUid: null, name: unique("elsewhere") });
+  return uid;
 };
 /** An identity provider in the team (inserted in beforeAll: its service is not this test's), and another. */
 let provider = "";
@@ -296,6 +302,21 @@ const table: Record<string, Row> = {
     // A name of another provider: none is deleted, the valid one included.
     refused: async () => ({ request: { parent: provider, names: [await newMapping(), `${otherProvider}/ffffffffffffffff`] }, code: Code.InvalidArgument }),
   },
+  // Terms and group access requests (issue 12, parts 3 and 4).
+  "TermsService.AcceptTerms": {
+    // No uid in the response: the subject is the group named (a sub-group stands for its organization).
+    ok: async () => ({ request: { group: world.team, documentIds: ["terms-of-service", "privacy-notice"] }, subject: world.team }),
+    refused: async () => ({ request: { group: world.team, documentIds: ["terms-of-service", "no-such-document"] }, code: Code.InvalidArgument }),
+  },
+  "GroupsService.RequestGroupAccess": {
+    // The subject and group are the group asked for (subject_field), so its subscribers hear it; the
+    // response is empty, so the body is the request.
+    ok: async () => {
+      const uid = await foreignGroup();
+      return { request: { groupUid: uid }, subject: uid, group: uid };
+    },
+    refused: async () => ({ request: { groupUid: newRootUid() }, code: Code.NotFound }),
+  },
   "SubscriptionsService.CreateSubscription": {
     ok: async () => ({ request: { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } } }),
     refused: async () => ({ request: { parent: world.team, subscription: { sink: "http://hooks.invalid/plain" } }, code: Code.InvalidArgument }),
@@ -333,7 +354,10 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
  * last_seen_time is left out: authentication records it in the background, whatever the call does.
  */
 async function stateDigest(): Promise<string> {
-  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings", "account_associations", "outbox_events"];
+  const tables = [
+    "groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings",
+    "account_associations", "terms_acceptances", "group_access_requests", "outbox_events",
+  ];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
@@ -396,7 +420,8 @@ describe.each(protocols)("unit of work [%s]", (protocol: Protocol) => {
         subject,
         groupUid: c.group === "<subject>" ? subject : (c.group ?? world.team),
       });
-      const isDelete = method.output.typeName === "google.protobuf.Empty";
+      // A delete (google.protobuf.Empty), or a response with nothing in it: the body is the request.
+      const isDelete = method.output.fields.length === 0;
       // Fields marked debug_redact (secrets, tokens) are cleared from the body.
       const body = isDelete
         ? toJson(method.input, redacted(method.input, create(method.input, c.request as never)), { registry })

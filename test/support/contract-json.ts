@@ -243,6 +243,11 @@ function actualPattern(rule: HttpRule): string {
   }
 }
 
+/** Whether an HTTP rule binds a mutation: any verb but GET (a custom verb counts as one). */
+function isMutation(rule: HttpRule | undefined): boolean {
+  return rule !== undefined && rule.pattern.case !== undefined && rule.pattern.case !== "get";
+}
+
 /**
  * Compares the contract with the descriptors. Pure: reads nothing but its arguments.
  *
@@ -251,8 +256,9 @@ function actualPattern(rule: HttpRule): string {
  * contract is not compared for auth (reported); an unscoped rule to which the contract gives no capability
  * may name the capabilities its handler filters by (reported: an unscoped method refuses no caller for
  * lacking them, it only narrows what the caller sees, so the policy is stated in the proto rather than in
- * code). Any other extra — file, message, enum, enum value, service,
- * method, event — is a mismatch.
+ * code); a mutation (an HTTP binding other than GET) to which the contract gives no event may emit one
+ * (reported: an event only adds deliveries for subscribers, RequestGroupAccess's for the group's owners). Any
+ * other extra — file, message, enum, enum value, service, method, an event on a read — is a mismatch.
  */
 export function compareWireContract(contract: WireContract, files: readonly DescFile[]): ContractComparison {
   let total = 0;
@@ -449,6 +455,10 @@ export function compareWireContract(contract: WireContract, files: readonly Desc
             cMethod.event.audience ? `AUDIENCE_${cMethod.event.audience}` : "AUDIENCE_UNSPECIFIED",
             ev ? valueName(AudienceSchema, ev.audience) : MISSING,
           );
+        } else if (ev && isMutation(httpRuleOf(method))) {
+          total++;
+          matched++;
+          extras.push({ path: `${rPath} > event`, detail: `a mutation the contract gives no event emits ${ev.type}` });
         } else {
           check(`${rPath} > event`, ABSENT, ev ? `event ${ev.type}` : ABSENT);
         }

@@ -24,7 +24,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds">> & {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.

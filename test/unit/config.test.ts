@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../src/config.js";
+import { ConfigError, DEFAULT_TERMS_DOCUMENTS, loadConfig } from "../../src/config.js";
 
 describe("loadConfig", () => {
   it("has working defaults for a fresh clone", () => {
@@ -99,5 +99,36 @@ describe("loadConfig", () => {
   it("accepts external tokens for this server's own URL unless EXTERNAL_AUDIENCES lists others", () => {
     expect(loadConfig({ ISSUER_URL: "https://api.example.com/" }).externalAudiences).toEqual(["https://api.example.com"]);
     expect(loadConfig({ EXTERNAL_AUDIENCES: "https://api.example.com, sts.example ,," }).externalAudiences).toEqual(["https://api.example.com", "sts.example"]);
+  });
+
+  it("reads the terms documents (default: the README's list), the methods needing them, and the access request window", () => {
+    const defaults = loadConfig({});
+    expect(defaults.terms).toEqual({ documents: DEFAULT_TERMS_DOCUMENTS, requiredFor: [] });
+    expect(defaults.terms.documents.map((d) => d.id)).toEqual(["terms-of-service", "privacy-notice"]);
+    expect(defaults.groupAccessRequestWindowMs).toBe(3_600_000);
+    const c = loadConfig({
+      TERMS_DOCUMENTS: '[{"id": "tos", "label": "Terms", "url": "https://legal.example.com/tos"}]',
+      TERMS_REQUIRED_FOR: " chainguard.platform.registry.v2.ReposService/CreateRepo, /chainguard.platform.registry.v2.TagsService/CreateTag,,",
+      GROUP_ACCESS_REQUEST_WINDOW_MINUTES: "15",
+    });
+    expect(c.terms).toEqual({
+      documents: [{ id: "tos", label: "Terms", url: "https://legal.example.com/tos" }],
+      requiredFor: ["chainguard.platform.registry.v2.ReposService/CreateRepo", "chainguard.platform.registry.v2.TagsService/CreateTag"],
+    });
+    expect(c.groupAccessRequestWindowMs).toBe(15 * 60_000);
+  });
+
+  it.each([
+    [{ TERMS_DOCUMENTS: "tos" }, /TERMS_DOCUMENTS must be a JSON array/],
+    [{ TERMS_DOCUMENTS: '{"id": "tos"}' }, /TERMS_DOCUMENTS must be a JSON array/],
+    [{ TERMS_DOCUMENTS: '[{"id": "Bad Id", "label": "x", "url": "https://x.example"}]' }, /TERMS_DOCUMENTS\[0\]\.id/],
+    [{ TERMS_DOCUMENTS: '[{"id": "a", "label": "x", "url": "https://x.example"}, {"id": "a", "label": "y", "url": "https://y.example"}]' }, /listed twice/],
+    [{ TERMS_DOCUMENTS: '[{"id": "a", "label": "", "url": "https://x.example"}]' }, /TERMS_DOCUMENTS\[0\]\.label/],
+    [{ TERMS_DOCUMENTS: '[{"id": "a", "label": "x", "url": "javascript:alert(1)"}]' }, /TERMS_DOCUMENTS\[0\]\.url/],
+    [{ TERMS_REQUIRED_FOR: "CreateRepo" }, /TERMS_REQUIRED_FOR: "CreateRepo" is not <package>.<Service>\/<Method>/],
+    [{ GROUP_ACCESS_REQUEST_WINDOW_MINUTES: "0" }, /GROUP_ACCESS_REQUEST_WINDOW_MINUTES must be an integer/],
+  ])("rejects terms and access request settings %j", (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
   });
 });

@@ -39,6 +39,7 @@ describe("wire contract", () => {
       "message chainguard.platform.events.v2.Subscription > field update_time",
       "service chainguard.platform.oidc.SecurityTokenService > rpc Exchange > auth",
       "service chainguard.platform.oidc.SecurityTokenService > rpc ExchangeRefreshToken > auth",
+      "service chainguard.platform.iam.v2.GroupsService > rpc RequestGroupAccess > event",
     ]) {
       expect(paths.some((p) => p.endsWith(expected)), expected).toBe(true);
     }
@@ -145,6 +146,17 @@ describe("wire contract", () => {
           "Exchange > http > additional_bindings.length",
           "Exchange > http > additional_bindings[1]",
         ].sort(),
+      );
+    });
+
+    it("permits an event on a mutation the contract gives none (reported), and still compares every other fact", () => {
+      const modified = mutate((c) => {
+        delete methodOf(c, "chainguard/platform/iam/v2/groups.proto", "chainguard.platform.iam.v2.GroupsService", "UpdateGroup").event;
+      });
+      const r = compareWireContract(modified, apiFiles);
+      expect(r.mismatches).toEqual([]);
+      expect(r.extras.map((e) => e.path)).toContain(
+        "chainguard/platform/iam/v2/groups.proto > service chainguard.platform.iam.v2.GroupsService > rpc UpdateGroup > event",
       );
     });
 

@@ -7,3 +7,4 @@ export * from "./outbox.js";
 export * from "./events.js";
 export * from "./account-associations.js";
 export * from "./refresh-tokens.js";
+export * from "./terms.js";
