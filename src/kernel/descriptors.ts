@@ -38,6 +38,7 @@ import { file_chainguard_platform_registry_v2_images } from "../../gen/chainguar
 import { file_chainguard_platform_registry_v2_repos } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { file_chainguard_platform_registry_v2_tags } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { file_chainguard_platform_vulnerabilities_v2_advisories } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
+import { file_apiserver_iam_v1_group_invites } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 
 /** The files of the public API surface (the wire contract), in contract order. */
 export const apiFiles: readonly DescFile[] = [
@@ -63,6 +64,13 @@ export const apiFiles: readonly DescFile[] = [
   file_platform_oidc_v1_oidc_platform,
 ];
 
+/**
+ * The files of this server's own methods, those the contract lacks (DESIGN.md: package `apiserver.*`, never a
+ * contract package): served beside the API files, under the same rules (auth and event options, REST
+ * bindings), but not part of the wire contract the API files are checked against.
+ */
+export const serverFiles: readonly DescFile[] = [file_apiserver_iam_v1_group_invites];
+
 function withDependencies(roots: readonly DescFile[]): DescFile[] {
   const seen = new Map<string, DescFile>();
   const visit = (file: DescFile): void => {
@@ -80,6 +88,7 @@ function withDependencies(roots: readonly DescFile[]): DescFile[] {
  */
 export const allFiles: readonly DescFile[] = withDependencies([
   ...apiFiles,
+  ...serverFiles,
   file_google_rpc_status,
   file_google_rpc_error_details,
   file_google_protobuf_empty,
@@ -94,6 +103,12 @@ export const apiServices: readonly DescService[] = apiFiles.flatMap((f) => f.ser
 
 /** Every method of the public API surface. */
 export const apiMethods: readonly DescMethod[] = apiServices.flatMap((s) => s.methods);
+
+/** Every service the server routes: the API's and its own (serverFiles). */
+export const servedServices: readonly DescService[] = [...apiServices, ...serverFiles.flatMap((f) => f.services)];
+
+/** Every method the server routes. */
+export const servedMethods: readonly DescMethod[] = servedServices.flatMap((s) => s.methods);
 
 /** The method's google.api.http rule, or undefined when it has none. */
 export function httpRuleOf(method: DescMethod): HttpRule | undefined {

@@ -5,3 +5,4 @@ export * from "./sso.js";
 export * from "./registry.js";
 export * from "./outbox.js";
 export * from "./events.js";
+export * from "./invites.js";

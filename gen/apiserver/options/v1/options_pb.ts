@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file apiserver/options/v1/options.proto.
  */
 export const file_apiserver_options_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSLuAQoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaCgoIRGlzYWJsZWQaVgoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIQgYKBG1vZGUidgoJRXZlbnRSdWxlEgwKBHR5cGUYASABKAkSEgoKZXh0ZW5zaW9ucxgCIAMoCRIwCghhdWRpZW5jZRgDIAEoDjIeLmFwaXNlcnZlci5vcHRpb25zLnYxLkF1ZGllbmNlEhUKDXN1YmplY3RfZGVwdGgYBCABKA0qUgoIQXVkaWVuY2USGAoUQVVESUVOQ0VfVU5TUEVDSUZJRUQQABIVChFBVURJRU5DRV9JTlRFUk5BTBABEhUKEUFVRElFTkNFX0NVU1RPTUVSEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OjwKCWlhbV9zY29wZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIIaWFtU2NvcGViBnByb3RvMw", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
+  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSKJAgoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaCgoIRGlzYWJsZWQacQoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIEhkKEWlkZW50aXR5X29wdGlvbmFsGAMgASgIQgYKBG1vZGUidgoJRXZlbnRSdWxlEgwKBHR5cGUYASABKAkSEgoKZXh0ZW5zaW9ucxgCIAMoCRIwCghhdWRpZW5jZRgDIAEoDjIeLmFwaXNlcnZlci5vcHRpb25zLnYxLkF1ZGllbmNlEhUKDXN1YmplY3RfZGVwdGgYBCABKA0qUgoIQXVkaWVuY2USGAoUQVVESUVOQ0VfVU5TUEVDSUZJRUQQABIVChFBVURJRU5DRV9JTlRFUk5BTBABEhUKEUFVRElFTkNFX0NVU1RPTUVSEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OjwKCWlhbV9zY29wZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIIaWFtU2NvcGViBnByb3RvMw", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
 
 /**
  * How a method is authorized.
@@ -88,6 +88,16 @@ export type AuthRule_Enabled = Message<"apiserver.options.v1.AuthRule.Enabled"> 
    * @generated from field: bool unscoped = 2;
    */
   unscoped: boolean;
+
+  /**
+   * When true, the bearer token need not assume an identity yet: a token of another issuer that matches
+   * no identity is let through without one (its shape and expiry checked), and the handler verifies it
+   * itself (accepting a group invite: the caller gets its identity by accepting). A token that does
+   * assume an identity is authenticated as usual. Only for unscoped methods that name no capability.
+   *
+   * @generated from field: bool identity_optional = 3;
+   */
+  identityOptional: boolean;
 };
 
 /**
