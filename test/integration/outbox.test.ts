@@ -14,6 +14,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
+import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_invites_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
@@ -61,6 +62,7 @@ const newTag = async () => (await make(TagsService.method.createTag, { parent: a
 const newSubscription = async () =>
   (await make(SubscriptionsService.method.createSubscription, { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } })).uid;
 const bogus = () => `${world.team}/ffffffffffffffff`;
+const newInvite = async () => (await make(GroupInvitesService.method.createGroupInvite, { parent: world.team, groupInvite: { roleUid: viewer(), ttl: { seconds: 600n } } })).uid;
 /** An identity provider in the team (inserted in beforeAll: its service is not this test's), and another. */
 let provider = "";
 let otherProvider = "";
@@ -275,6 +277,18 @@ const table: Record<string, Row> = {
     // A name of another provider: none is deleted, the valid one included.
     refused: async () => ({ request: { parent: provider, names: [await newMapping(), `${otherProvider}/ffffffffffffffff`] }, code: Code.InvalidArgument }),
   },
+  "GroupInvitesService.CreateGroupInvite": {
+    // The body is the response without its code (debug_redact): checked below, with the code as a secret.
+    ok: async () => ({ request: { parent: world.team, groupInvite: { roleUid: viewer(), ttl: { seconds: 600n }, singleUse: true } } }),
+    refused: async () => ({ request: { parent: world.team, groupInvite: { roleUid: viewer(), ttl: { seconds: 0n } } }, code: Code.InvalidArgument }),
+  },
+  "GroupInvitesService.DeleteGroupInvite": {
+    ok: async () => {
+      const uid = await newInvite();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
   "SubscriptionsService.CreateSubscription": {
     ok: async () => ({ request: { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } } }),
     refused: async () => ({ request: { parent: world.team, subscription: { sink: "http://hooks.invalid/plain" } }, code: Code.InvalidArgument }),
@@ -312,7 +326,7 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
  * last_seen_time is left out: authentication records it in the background, whatever the call does.
  */
 async function stateDigest(): Promise<string> {
-  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings", "outbox_events"];
+  const tables = ["groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings", "group_invites", "outbox_events"];
   const parts = await Promise.all(
     tables.map(async (t) => {
       const [row] = await server.database.db
@@ -381,7 +395,7 @@ describe.each(protocols)("unit of work [%s]", (protocol: Protocol) => {
         ? toJson(method.input, redacted(method.input, create(method.input, c.request as never)), { registry })
         : toJson(method.output, redacted(method.output, out.message!), { registry });
       expect(event!.body).toEqual(body);
-      const secrets = [CLIENT_SECRET, (out.message as { token?: string }).token].filter((x): x is string => Boolean(x));
+      const secrets = [CLIENT_SECRET, (out.message as { token?: string }).token, (out.message as { code?: string }).code].filter((x): x is string => Boolean(x));
       for (const secret of secrets) expect(JSON.stringify(event!.body)).not.toContain(secret);
     });
 
