@@ -235,6 +235,8 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
         ...(binding.created ? { binding: binding.uid } : {}),
         ...(invite.singleUse ? { deletedInvite: invite.uid } : {}),
       });
+      // The call's deadline passed or its client went away: roll back, as a unit of work does.
+      if (ctx.signal.aborted) throw ctx.signal.reason;
       if (created) log.info("identity created by accepting an invite", { identity: created.uid, invite: invite.uid });
       return create(AcceptGroupInviteResponseSchema, { identityUid: found.uid, roleBindingUid: binding.uid, groupUid: invite.groupUid, roleUid: invite.roleUid });
     });

@@ -11,9 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { GroupInviteSchema, GroupInvitesService, type GroupInvite } from "../../gen/chainguard/platform/iam/v2/group_invites_pb.js";
-import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { GroupSchema, GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { BadRequestSchema, ErrorInfoSchema, ResourceInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { groupInvites, identities, roleBindings, roles } from "../../src/db/schema/index.js";
+import { groupInvites, groups, identities, roleBindings, roles } from "../../src/db/schema/index.js";
 import { inviteCodeHash, newInviteCode } from "../../src/iam/group-invite-code.js";
 import { INVITE_REFUSED_REASON } from "../../src/iam/group-invites.accept.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
@@ -272,6 +273,20 @@ describe.each(protocols)("DeleteGroupInvite [%s]", (protocol) => {
     expect(ok.error).toBeUndefined();
     const again = await call(protocol, server.baseUrl, S.deleteGroupInvite, { uid: invite.uid }, world.auth("owner"));
     expect(again.error?.code).toBe(Code.NotFound);
+  });
+});
+
+describe("an invite holds its group and its role", () => {
+  it("a group with an invite, and a role an invite promises, cannot be deleted: FAILED_PRECONDITION", async () => {
+    const group = newChildUid(world.team);
+    await server.database.db.insert(groups).values({ uid: group, parentUid: world.team, name: unique("invited") });
+    const role = newChildUid(world.team);
+    await server.database.db.insert(roles).values({ uid: role, parentUid: world.team, name: unique("promised"), capabilities: [C.CAP_REPO_LIST] });
+    await insertInvite(group, new Date(), { roleUid: role });
+    const delGroup = await call("connect-json", server.baseUrl, GroupsService.method.deleteGroup, { uid: group }, world.auth("owner"));
+    expect(delGroup.error?.code).toBe(Code.FailedPrecondition);
+    const delRole = await call("connect-json", server.baseUrl, RolesService.method.deleteRole, { uid: role }, world.auth("owner"));
+    expect(delRole.error?.code).toBe(Code.FailedPrecondition);
   });
 });
 
