@@ -126,7 +126,12 @@ describe("an invite, accepted by a person with no identity yet, through the API"
     // A token for another audience (meant for some other application) too.
     const elsewhere = await idp.mint({ sub: unique("other-app"), aud: "https://elsewhere.example" });
     expect(refusalOf(await accept(open.code, elsewhere))).toEqual(unknown);
-    // Neither consumed the single-use code.
+    // An expired token, or none, is UNAUTHENTICATED before any code is looked at.
+    const stale = await idp.mint({ sub: unique("late") }, { ttlSeconds: -600 });
+    expect((await accept(open.code, stale)).status).toBe(401);
+    const none = await fetch(`${server.baseUrl}/iam/v2/groupInvites:accept`, { method: "POST", body: JSON.stringify({ code: open.code }) });
+    expect(none.status).toBe(401);
+    // None of them consumed the single-use code.
     expect((await accept(open.code, token)).status).toBe(200);
   });
 
