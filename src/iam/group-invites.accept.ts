@@ -9,6 +9,10 @@
 // and an audience among EXTERNAL_AUDIENCES (kernel/auth/external.ts verifyAnyIssuer) -- but only once the
 // code has named a live invite, so that an arbitrary `iss` cannot make the server call out.
 //
+// Any issuer is accepted (there is no list of trusted ones), so an invite's email is checked against what the
+// token's issuer asserts: it keeps other accounts of a real provider out, not a code holder with an issuer of
+// their own. The code is the credential.
+//
 // The caller is its token's issuer and subject; for a token of this server, the external token it was
 // exchanged for (`act`), else this server's issuer and the identity uid (such an identity is then assumed by
 // exchanging that token naming it).
