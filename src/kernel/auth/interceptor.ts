@@ -4,7 +4,7 @@
 //                               request's iam_scope field (bindings on that group or any ancestor)
 //   enabled, unscoped        -> a valid bearer token; the handler filters (Lists: visibleScopes) or checks
 //   ... identity_optional    -> a bearer token; one of another issuer that assumes no identity passes with no
-//                               access, and the handler verifies it (presentedTokenOf)
+//                               access, and the handler verifies it (presentedTokenKey)
 // Authorization runs before the handler reads anything, so a caller without the capability gets
 // PERMISSION_DENIED whether or not the resource exists.
 import type { DescField, DescMethod } from "@bufbuild/protobuf";
@@ -101,7 +101,7 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
       authenticated = await opts.authenticator.authenticate(token);
     } catch (err) {
       // A caller that has no identity yet (accepting an invite gives it one): no access; the handler
-      // verifies the token itself (presentedTokenOf).
+      // verifies the token itself (presentedTokenKey).
       if (rule.kind === "unscoped" && rule.identityOptional && isNoIdentityRefusal(err)) {
         req.contextValues.set(presentedTokenKey, token);
         return;
