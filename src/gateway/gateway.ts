@@ -47,7 +47,7 @@ export interface RestGatewayOptions {
    */
   register: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
-  /** The methods to expose (apiMethods). Methods without an HTTP rule, or not unary, are skipped. */
+  /** The methods to expose (servedMethods). Methods without an HTTP rule, or not unary, are skipped. */
   methods: readonly DescMethod[];
   /** For JSON (Any) and error details. */
   registry: Registry;

@@ -4,11 +4,14 @@ import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identiti
 import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
+import { GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { accountAssociationsBindings } from "./account-associations.service.js";
 import { externalGroupRoleMappingsBindings } from "./external-group-role-mappings.service.js";
 import { groupAccessRequestsBindings } from "./group-access.service.js";
 import { groupsBindings } from "./groups.service.js";
+import { groupInviteAcceptanceBindings } from "./group-invites.accept.js";
+import { groupInvitesBindings } from "./group-invites.service.js";
 import { identitiesBindings } from "./identities.service.js";
 import { identityProvidersBindings } from "./identity-providers.service.js";
 import { roleBindingsBindings } from "./role-bindings.service.js";
@@ -27,13 +30,16 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
     // Terms, and the owners' list of group access requests (issue 12, parts 3 and 4).
     ...termsBindings(deps),
     ...groupAccessRequestsBindings(deps),
+    ...groupInvitesBindings(deps),
+    ...groupInviteAcceptanceBindings(deps),
   ];
 }
 
 /**
  * The services whose writes can change what a caller is granted (an identity's home group or existence, a
  * role's capabilities, role bindings, and the mappings whose deletion deletes the bindings they made;
- * deleting an identity provider deletes its mappings and so their bindings): after each, the server
+ * deleting an identity provider deletes its mappings and so their bindings; accepting a group invite makes
+ * an identity and a binding): after each, the server
  * forgets the grants it remembered.
  */
 export const grantServiceNames: readonly string[] = [
@@ -42,4 +48,6 @@ export const grantServiceNames: readonly string[] = [
   RoleBindingsService.typeName,
   ExternalGroupRoleMappingsService.typeName,
   IdentityProvidersService.typeName,
+  // Accepting an invite creates an identity and a role binding.
+  GroupInviteAcceptanceService.typeName,
 ];

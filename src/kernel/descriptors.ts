@@ -39,6 +39,7 @@ import { file_chainguard_platform_registry_v2_repos } from "../../gen/chainguard
 import { file_chainguard_platform_registry_v2_tags } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { file_chainguard_platform_vulnerabilities_v2_advisories } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { file_apiserver_iam_v1_group_access_requests } from "../../gen/apiserver/iam/v1/group_access_requests_pb.js";
+import { file_apiserver_iam_v1_group_invites } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 
 /** The files of the public API surface (the wire contract), in contract order. */
 export const apiFiles: readonly DescFile[] = [
@@ -65,10 +66,11 @@ export const apiFiles: readonly DescFile[] = [
 ];
 
 /**
- * This server's own services (package apiserver.*): methods the contract lacks but a feature needs. Served on
- * every protocol like the contract's, but not part of the wire contract the protos are checked against.
+ * The files of this server's own methods, those the contract lacks (DESIGN.md: package `apiserver.*`, never a
+ * contract package): served beside the API files, under the same rules (auth and event options, REST
+ * bindings), but not part of the wire contract the API files are checked against.
  */
-export const ownApiFiles: readonly DescFile[] = [file_apiserver_iam_v1_group_access_requests];
+export const serverFiles: readonly DescFile[] = [file_apiserver_iam_v1_group_invites, file_apiserver_iam_v1_group_access_requests];
 
 function withDependencies(roots: readonly DescFile[]): DescFile[] {
   const seen = new Map<string, DescFile>();
@@ -87,7 +89,7 @@ function withDependencies(roots: readonly DescFile[]): DescFile[] {
  */
 export const allFiles: readonly DescFile[] = withDependencies([
   ...apiFiles,
-  ...ownApiFiles,
+  ...serverFiles,
   file_google_rpc_status,
   file_google_rpc_error_details,
   file_google_protobuf_empty,
@@ -98,10 +100,16 @@ export const allFiles: readonly DescFile[] = withDependencies([
 export const registry: Registry = createRegistry(...allFiles);
 
 /** Services of the public API surface. */
-export const apiServices: readonly DescService[] = [...apiFiles, ...ownApiFiles].flatMap((f) => f.services);
+export const apiServices: readonly DescService[] = apiFiles.flatMap((f) => f.services);
 
 /** Every method of the public API surface. */
 export const apiMethods: readonly DescMethod[] = apiServices.flatMap((s) => s.methods);
+
+/** Every service the server routes: the API's and its own (serverFiles). */
+export const servedServices: readonly DescService[] = [...apiServices, ...serverFiles.flatMap((f) => f.services)];
+
+/** Every method the server routes. */
+export const servedMethods: readonly DescMethod[] = servedServices.flatMap((s) => s.methods);
 
 /** The method's google.api.http rule, or undefined when it has none. */
 export function httpRuleOf(method: DescMethod): HttpRule | undefined {

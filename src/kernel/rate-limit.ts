@@ -36,14 +36,18 @@ export interface FailureBudgets {
 export interface RateLimits {
   /** Token exchanges refused as UNAUTHENTICATED. */
   exchangeFailures: FailureBudgets;
+  /** Group invite acceptances refused (an invalid code, or a token refused). */
+  inviteFailures: FailureBudgets;
 }
 
 /**
- * Per replica: a token subject may fail 10 exchanges at once and then one every 6 s; a network address 100
- * at once and then 100 a minute (callers behind one NAT or proxy share it).
+ * Per replica, for exchanges and invite acceptances alike (counted apart): a token subject may fail 10 at
+ * once and then one every 6 s; a network address 100 at once and then 100 a minute (callers behind one NAT
+ * or proxy share it).
  */
 export const DEFAULT_RATE_LIMITS: RateLimits = {
   exchangeFailures: { bySubject: { burst: 10, perMinute: 10 }, byAddress: { burst: 100, perMinute: 100 } },
+  inviteFailures: { bySubject: { burst: 10, perMinute: 10 }, byAddress: { burst: 100, perMinute: 100 } },
 };
 
 /** What a caller is known by (see the file comment). */

@@ -7,7 +7,7 @@ import { createConnectRouter, type ConnectRouter, type Interceptor } from "@conn
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
-import { allFiles, apiMethods, apiServices, registry } from "../kernel/descriptors.js";
+import { allFiles, registry, servedMethods, servedServices } from "../kernel/descriptors.js";
 import { createErrorBoundary } from "../kernel/errors/index.js";
 import { createListPlanner } from "../kernel/list/index.js";
 import { createUnitOfWork } from "../kernel/unit-of-work.js";
@@ -145,7 +145,7 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChange
   for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {
     bound.set(b.service.typeName, b);
   }
-  return apiServices.map((service) => bound.get(service.typeName) ?? bindPartial(service, {}));
+  return servedServices.map((service) => bound.get(service.typeName) ?? bindPartial(service, {}));
 }
 
 function registerServices(router: ConnectRouter, bindings: readonly ServiceBinding[]): void {
@@ -169,7 +169,7 @@ export function createApp(deps: AppDeps): App {
   const termsStore = createTermsStore(deps.database.db);
   const termsGate = createTermsGate({
     ...(deps.terms ?? DEFAULT_TERMS),
-    methods: apiMethods,
+    methods: servedMethods,
     accepted: (uid) => termsStore.acceptedFor(uid),
   });
   const interceptors: Interceptor[] = [
@@ -209,7 +209,7 @@ export function createApp(deps: AppDeps): App {
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, bindings),
     interceptors,
-    methods: apiMethods,
+    methods: servedMethods,
     registry,
     serviceDomain: deps.serviceDomain,
     maxBodyBytes: limits.maxRequestBytes,

@@ -39,7 +39,7 @@ import {
 } from "../../src/db/schema/index.js";
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
 import { ruleOf } from "../../src/kernel/auth/index.js";
-import { apiMethods, registry } from "../../src/kernel/descriptors.js";
+import { registry, servedMethods } from "../../src/kernel/descriptors.js";
 import { isValidUid, isWithin, newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { tagKindOf } from "../../src/registry/tag-kind.js";
 import { implementedServices } from "../support/domains.js";
@@ -183,7 +183,7 @@ const isUnary = (m: DescMethod): m is DescMethodUnary => m.methodKind === "unary
 /** The unary methods of every service the server implements. */
 function implementedMethods(): DescMethodUnary[] {
   const services = new Set(implementedServices().map((service) => service.typeName));
-  return apiMethods.filter((m) => services.has(m.parent.typeName)).filter(isUnary);
+  return servedMethods.filter((m) => services.has(m.parent.typeName)).filter(isUnary);
 }
 const nameOf = (m: DescMethod) => `${m.parent.name}.${m.name}`;
 

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { AccountAssociationsService } from "../../gen/chainguard/platform/iam/v2/account_associations_pb.js";
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
+import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_invites_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
@@ -72,6 +73,7 @@ const foreignGroup = async () => {
   await server.database.db.insert(groups).values({ uid, parentUid: null, name: unique("elsewhere") });
   return uid;
 };
+const newInvite = async () => (await make(GroupInvitesService.method.createGroupInvite, { parent: world.team, groupInvite: { roleUid: viewer(), ttl: { seconds: 600n } } })).uid;
 /** An identity provider in the team (inserted in beforeAll: its service is not this test's), and another. */
 let provider = "";
 let otherProvider = "";
@@ -317,6 +319,18 @@ const table: Record<string, Row> = {
     },
     refused: async () => ({ request: { groupUid: newRootUid() }, code: Code.NotFound }),
   },
+  "GroupInvitesService.CreateGroupInvite": {
+    // The body is the response without its code (debug_redact): checked below, with the code as a secret.
+    ok: async () => ({ request: { parent: world.team, groupInvite: { roleUid: viewer(), ttl: { seconds: 600n }, singleUse: true } } }),
+    refused: async () => ({ request: { parent: world.team, groupInvite: { roleUid: viewer(), ttl: { seconds: 0n } } }, code: Code.InvalidArgument }),
+  },
+  "GroupInvitesService.DeleteGroupInvite": {
+    ok: async () => {
+      const uid = await newInvite();
+      return { request: { uid }, subject: uid };
+    },
+    refused: async () => ({ request: { uid: bogus() }, code: Code.NotFound }),
+  },
   "SubscriptionsService.CreateSubscription": {
     ok: async () => ({ request: { parent: world.team, subscription: { sink: `https://hooks.invalid/${unique("s")}` } } }),
     refused: async () => ({ request: { parent: world.team, subscription: { sink: "http://hooks.invalid/plain" } }, code: Code.InvalidArgument }),
@@ -356,7 +370,7 @@ async function outboxMark(): Promise<{ count: number; newest: string }> {
 async function stateDigest(): Promise<string> {
   const tables = [
     "groups", "identities", "roles", "role_bindings", "repos", "tags", "subscriptions", "identity_providers", "external_group_role_mappings",
-    "account_associations", "terms_acceptances", "group_access_requests", "outbox_events",
+    "account_associations", "terms_acceptances", "group_access_requests", "group_invites", "outbox_events",
   ];
   const parts = await Promise.all(
     tables.map(async (t) => {
@@ -427,7 +441,7 @@ describe.each(protocols)("unit of work [%s]", (protocol: Protocol) => {
         ? toJson(method.input, redacted(method.input, create(method.input, c.request as never)), { registry })
         : toJson(method.output, redacted(method.output, out.message!), { registry });
       expect(event!.body).toEqual(body);
-      const secrets = [CLIENT_SECRET, (out.message as { token?: string }).token].filter((x): x is string => Boolean(x));
+      const secrets = [CLIENT_SECRET, (out.message as { token?: string }).token, (out.message as { code?: string }).code].filter((x): x is string => Boolean(x));
       for (const secret of secrets) expect(JSON.stringify(event!.body)).not.toContain(secret);
     });
 

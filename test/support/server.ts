@@ -55,7 +55,10 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     appOpts.external ??
     createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, directory, self: { issuer: baseUrl, keys } });
   // Contract tables send many refused exchanges from one address: generous budgets unless a test sets its own.
-  const rateLimits = appOpts.rateLimits ?? { exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED } };
+  const rateLimits = appOpts.rateLimits ?? {
+    exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED },
+    inviteFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED },
+  };
   // Sinks: the development policy (loopback http allowed) unless a test sets its own.
   const sinks = appOpts.sinks ?? sinkPolicyFor("development");
   const allowInsecureLoopbackIssuers = externalOptions?.allowInsecureLoopback ?? true;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
@@ -67,7 +68,10 @@ describe("ruleOf reads the method options", () => {
     expect(rule.capabilities).toEqual([Capability.CAP_IAM_GROUPS_UPDATE]);
     expect(rule.scopePath.map((f) => f.name)).toEqual(["group", "uid"]);
   });
-  it("unscoped", () => expect(ruleOf(RolesService.method.listRoles)).toEqual({ kind: "unscoped", capabilities: [Capability.CAP_IAM_ROLES_LIST] }));
+  it("unscoped", () =>
+    expect(ruleOf(RolesService.method.listRoles)).toEqual({ kind: "unscoped", capabilities: [Capability.CAP_IAM_ROLES_LIST], identityOptional: false }));
+  it("unscoped, identity optional", () =>
+    expect(ruleOf(GroupInviteAcceptanceService.method.acceptGroupInvite)).toEqual({ kind: "unscoped", capabilities: [], identityOptional: true }));
 });
 
 describe("listScopesOf: the scopes an unscoped List shows, by the capabilities its auth rule names", () => {

@@ -8,3 +8,4 @@ export * from "./events.js";
 export * from "./account-associations.js";
 export * from "./refresh-tokens.js";
 export * from "./terms.js";
+export * from "./invites.js";

@@ -57,6 +57,22 @@ export interface AuthenticatorOptions {
 
 const invalid = (why: string, reason = "TOKEN_INVALID") => unauthenticated(`Invalid bearer token: ${why}`, reason);
 
+/** Refusals of a well-formed, unexpired token of another issuer because it assumes no identity. */
+const noIdentity = new WeakSet<Error>();
+function assumesNoIdentity(err: Error, yes: boolean): Error {
+  if (yes) noIdentity.add(err);
+  return err;
+}
+
+/**
+ * Whether `err` is the authenticator refusing a token of another issuer only because it assumes no identity
+ * (none names its issuer and subject, or none it names is satisfied by it): the token may still be a valid
+ * token of its issuer, which a method whose rule is identity_optional verifies itself.
+ */
+export function isNoIdentityRefusal(err: unknown): boolean {
+  return err instanceof Error && noIdentity.has(err);
+}
+
 function isExpired(err: unknown): boolean {
   return (err as { code?: string }).code === "ERR_JWT_EXPIRED";
 }
@@ -142,7 +158,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       } catch (err) {
         if (isExpired(err)) throw invalid("expired", "TOKEN_EXPIRED");
         log.debug("external token refused", { iss, err });
-        throw invalid("not accepted for any identity");
+        throw assumesNoIdentity(invalid("not accepted for any identity"), (err as { code?: unknown }).code === "NOT_ACCEPTED");
       }
       // An identity removed since it was found is left out; the token needs one that remains.
       const candidates = await Promise.all(

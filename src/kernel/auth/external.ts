@@ -120,6 +120,19 @@ export interface ExternalTokenVerifier extends ExternalVerifier {
    * answers undefined when there is no such client (NOT_ACCEPTED, as a token that does not verify).
    */
   verifyIdToken(token: string, client: () => Promise<OidcClient | undefined>): Promise<VerifiedIdToken>;
+  /**
+   * Verifies a token of whichever issuer it names, with that issuer's discovered keys, for a caller that has
+   * no identity yet (accepting a group invite): signature, expiry, and an audience among the operator's
+   * `audiences`, as for an identity that names none. Unlike verify(), this fetches the keys of an issuer no
+   * identity references: its caller must call it only once the request has shown a credential of its own
+   * (a live invite code), so an arbitrary `iss` cannot make the server call out.
+   */
+  verifyAnyIssuer(token: string): Promise<VerifiedIdToken>;
+}
+
+/** Whether a verifier can verify tokens of any issuer (accepting group invites). */
+export function canVerifyAnyIssuer(v: ExternalVerifier | undefined): v is ExternalTokenVerifier {
+  return typeof (v as Partial<ExternalTokenVerifier> | undefined)?.verifyAnyIssuer === "function";
 }
 
 /** Whether a verifier (for example the one in DomainDeps) can serve the token exchange. */
@@ -506,6 +519,27 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         const t = inspect(token, tolerance);
         if (!identity) throw notAccepted("no such identity");
         return verifyAgainst(identity, token, t, false);
+      });
+    },
+
+    async verifyAnyIssuer(token) {
+      return guarded(async () => {
+        const t = inspect(token, tolerance);
+        if (!forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
+        let getKey: JWTVerifyGetKey;
+        try {
+          getKey = await keysOf(t.iss);
+        } catch (err) {
+          throw notAccepted("issuer keys unavailable", err);
+        }
+        let payload: JWTPayload;
+        try {
+          ({ payload } = await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer: t.iss }));
+        } catch (err) {
+          if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
+          throw notAccepted("signature or claims do not verify", err);
+        }
+        return { issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, claims: payload };
       });
     },
 

@@ -3,6 +3,8 @@
 //   enabled, scoped          -> a valid bearer token, and every listed capability on the group named by the
 //                               request's iam_scope field (bindings on that group or any ancestor)
 //   enabled, unscoped        -> a valid bearer token; the handler filters (Lists: visibleScopes) or checks
+//   ... identity_optional    -> a bearer token; one of another issuer that assumes no identity passes with no
+//                               access, and the handler verifies it (presentedTokenKey)
 // Authorization runs before the handler reads anything, so a caller without the capability gets
 // PERMISSION_DENIED whether or not the resource exists.
 import type { DescField, DescMethod } from "@bufbuild/protobuf";
@@ -14,12 +16,12 @@ import { authRuleOf, httpRuleOf, scopePathOf } from "../descriptors.js";
 import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
 import { createCandidateAccess } from "./access.js";
-import type { Authenticator } from "./authenticator.js";
-import { accessKey, ruleCapabilitiesKey } from "./principal.js";
+import { isNoIdentityRefusal, type Authenticator } from "./authenticator.js";
+import { accessKey, presentedTokenKey, ruleCapabilitiesKey } from "./principal.js";
 
 type Rule =
   | { kind: "disabled" }
-  | { kind: "unscoped"; capabilities: Capability[] }
+  | { kind: "unscoped"; capabilities: Capability[]; identityOptional: boolean }
   | { kind: "scoped"; capabilities: Capability[]; scopePath: DescField[] };
 
 /** The method's rule in the form the interceptor uses. Methods with no rule are refused (fail closed). */
@@ -27,8 +29,11 @@ export function ruleOf(method: DescMethod): Rule {
   const auth = authRuleOf(method);
   if (!auth || auth.mode.case === undefined) throw new Error(`${method.parent.typeName}.${method.name} has no auth rule`);
   if (auth.mode.case === "disabled") return { kind: "disabled" };
-  const { capabilities, unscoped } = auth.mode.value;
-  if (unscoped) return { kind: "unscoped", capabilities };
+  const { capabilities, unscoped, identityOptional } = auth.mode.value;
+  if (identityOptional && (!unscoped || capabilities.length > 0)) {
+    throw new Error(`${method.parent.typeName}.${method.name}: identity_optional needs an unscoped rule naming no capability`);
+  }
+  if (unscoped) return { kind: "unscoped", capabilities, identityOptional };
   const scopePath = scopePathOf(method.input);
   if (!scopePath) throw new Error(`${method.parent.typeName}.${method.name} is scoped but has no iam_scope field`);
   return { kind: "scoped", capabilities, scopePath };
@@ -91,7 +96,20 @@ export function createAuthInterceptor(opts: AuthInterceptorOptions): Interceptor
     if (rule.kind === "disabled") return;
     const token = bearerToken(req.header);
     if (!token) throw unauthenticated("This method needs an Authorization: Bearer <token> header", "TOKEN_MISSING");
-    const access = createCandidateAccess(await opts.authenticator.authenticate(token));
+    let authenticated;
+    try {
+      authenticated = await opts.authenticator.authenticate(token);
+    } catch (err) {
+      // A caller that has no identity yet (accepting an invite gives it one): no access; the handler
+      // verifies the token itself (presentedTokenKey).
+      if (rule.kind === "unscoped" && rule.identityOptional && isNoIdentityRefusal(err)) {
+        req.contextValues.set(presentedTokenKey, token);
+        return;
+      }
+      throw err;
+    }
+    const access = createCandidateAccess(authenticated);
+    if (rule.kind === "unscoped" && rule.identityOptional) req.contextValues.set(presentedTokenKey, token);
     req.contextValues.set(accessKey, access);
     if (rule.kind === "unscoped") req.contextValues.set(ruleCapabilitiesKey, rule.capabilities);
     if (rule.kind === "scoped" && !req.stream) {

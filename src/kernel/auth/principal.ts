@@ -38,7 +38,18 @@ export const accessKey = createContextKey<Access | undefined>(undefined, { descr
 /** The capabilities an unscoped method's auth rule names (set by the auth interceptor). */
 export const ruleCapabilitiesKey = createContextKey<readonly Capability[]>([], { description: "capabilities of the method's auth rule" });
 
-/** The caller's access; every method whose rule is not `disabled` has one. */
+/**
+ * The bearer token of a call to a method whose rule is identity_optional (set by the auth interceptor,
+ * whether or not the token assumed an identity).
+ */
+export const presentedTokenKey = createContextKey<string | undefined>(undefined, { description: "the bearer token, for identity_optional methods" });
+
+/** The caller's access when it has one: on an identity_optional method, a caller with no identity has none. */
+export function maybeAccessOf(ctx: HandlerContext): Access | undefined {
+  return ctx.values.get(accessKey);
+}
+
+/** The caller's access; every method whose rule is not `disabled` has one (but see identity_optional). */
 export function accessOf(ctx: HandlerContext): Access {
   const access = ctx.values.get(accessKey);
   if (!access) throw unauthenticated("This method needs an authenticated caller");

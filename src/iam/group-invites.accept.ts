@@ -1,0 +1,272 @@
+// apiserver.iam.v1.GroupInviteAcceptanceService: accepting a group invite (the v2 contract has no method for
+// it, so it lives in this server's own package: proto/apiserver/iam/v1/group_invites.proto,
+// POST /iam/v2/groupInvites:accept {"code": "..."}).
+//
+// Who may call: anyone with a verified bearer token of an issuer this server accepts. The method's rule is
+// identity_optional (options.proto): a token that already assumes an identity is authenticated by the
+// interceptor as usual; an external token that assumes none (the usual case: the invite is how a person
+// gets an identity) passes with no access, and is verified here, with the keys its issuer's discovery names
+// and an audience among EXTERNAL_AUDIENCES (kernel/auth/external.ts verifyAnyIssuer) -- but only once the
+// code has named a live invite, so that an arbitrary `iss` cannot make the server call out.
+//
+// Any issuer is accepted (there is no list of trusted ones), so an invite's email is checked against what the
+// token's issuer asserts: it keeps other accounts of a real provider out, not a code holder with an issuer of
+// their own. The code is the credential.
+//
+// The caller is its token's issuer and subject; for a token of this server, the external token it was
+// exchanged for (`act`), else this server's issuer and the identity uid (such an identity is then assumed by
+// exchanging that token naming it).
+//
+// What accepting does, in one transaction: the caller's identity in the invite's group (one directly in the
+// group with a claim_match on exactly that issuer and subject), created when there is none (named from the
+// token's name, preferred_username or email; its email when the token says it is verified); the binding of
+// that identity to the invite's role on the group, created when it does not exist; and a single-use invite
+// is deleted (concurrent accepts of one single-use code: the DELETE decides, exactly one wins; a multi-use
+// invite's row is locked, so concurrent accepts by one person make one identity). The changes are recorded
+// as the events of the methods that make them (identity created, role binding created, group invite
+// deleted), with the caller's identity as the actor and this method as the one that emitted them.
+//
+// One refusal, PERMISSION_DENIED with reason INVITE_CODE_INVALID and the same message, for an unknown,
+// expired or used-up code, for an invite naming an email the token does not carry verified, for a token
+// that does not verify, and for a caller whose identity in the group a SCIM client deactivated: nothing
+// tells a code that exists from one that does not. Refusals count against the caller's failure budget
+// (kernel/rate-limit.ts: by token issuer and subject, and by address); a caller over it is refused with
+// RESOURCE_EXHAUSTED before its code is looked at.
+import { create, type DescMethod } from "@bufbuild/protobuf";
+import { EmptySchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { and, eq, gt, isNotNull, sql } from "drizzle-orm";
+import { decodeJwt, type JWTPayload } from "jose";
+import { AcceptGroupInviteResponseSchema, GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
+import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_invites_pb.js";
+import { IdentitiesService, IdentitySchema, RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { groupInvites, identities, roleBindings, type GroupInviteRow, type IdentityRow } from "../db/schema/index.js";
+import { outboxEvents } from "../db/schema/outbox.js";
+import { maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
+import { canVerifyAnyIssuer } from "../kernel/auth/external.js";
+import { registry } from "../kernel/descriptors.js";
+import { failedPrecondition, invalidArgument, permissionDenied, unauthenticated } from "../kernel/errors/index.js";
+import { log } from "../kernel/log.js";
+import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "../kernel/outbox.js";
+import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
+import type { Executor } from "../kernel/store.js";
+import { newChildUid } from "../kernel/uidp.js";
+import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { inviteCodeHash, MAX_INVITE_CODE_LENGTH } from "./group-invite-code.js";
+import { relationshipColumns, toIdentity } from "./identities.mapper.js";
+import { toRoleBinding } from "./role-bindings.mapper.js";
+import { createRoleBindingStore } from "./role-bindings.store.js";
+import { identityNameFrom } from "./sso-login.js";
+
+/** The one answer to every refused code (see the file comment). */
+export const INVITE_REFUSED_REASON = "INVITE_CODE_INVALID";
+const refused = () =>
+  permissionDenied(
+    "The invite code is not valid for this caller: it is unknown, expired or used up, or the invite is for another verified email address",
+    INVITE_REFUSED_REASON,
+  );
+
+/** Why a code was refused, for the debug log only (never in the answer). */
+class Refusal extends Error {}
+
+const planOf = (method: DescMethod): EventPlan => {
+  const plan = eventPlanOf(method);
+  if (!plan) throw new Error(`${method.name} declares no event`);
+  return plan;
+};
+const plans = {
+  identityCreated: planOf(IdentitiesService.method.createIdentity),
+  bindingCreated: planOf(RoleBindingsService.method.createRoleBinding),
+  inviteDeleted: planOf(GroupInvitesService.method.deleteGroupInvite),
+};
+const ACCEPT_PATH = `/${GroupInviteAcceptanceService.typeName}/${GroupInviteAcceptanceService.method.acceptGroupInvite.name}`;
+
+/** Who accepts: the issuer and subject its identity will claim-match, and the verified claims of its token. */
+interface Caller {
+  issuer: string;
+  subject: string;
+  claims: JWTPayload;
+}
+
+/** Whether the token's claims carry `email` (lowercase), verified. */
+function carriesVerifiedEmail(claims: JWTPayload, email: string): boolean {
+  const verified = claims.email_verified === true || claims.email_verified === "true";
+  return verified && typeof claims.email === "string" && claims.email.toLowerCase() === email;
+}
+
+export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[] {
+  const failures = createFailureLimiter({ what: "refused invite acceptances", ...(deps.rateLimits?.inviteFailures ?? DEFAULT_RATE_LIMITS.inviteFailures) });
+  const { db } = deps;
+
+  /** The caller, for a token the interceptor authenticated; undefined for one that assumes no identity yet. */
+  const authenticatedCaller = (ctx: HandlerContext, token: string): Caller | undefined => {
+    const access = maybeAccessOf(ctx);
+    if (!access) return undefined;
+    const p = access.principal;
+    if (p.issuer === deps.issuerUrl) {
+      // This server's own token: it carries no email; the person behind it is the token it was exchanged for.
+      return { ...(p.upstream ?? { issuer: p.issuer, subject: p.subject }), claims: {} };
+    }
+    // An external token the authenticator verified (it assumes an identity somewhere): its claims are trusted.
+    return { issuer: p.issuer, subject: p.subject, claims: decodeJwt(token) };
+  };
+
+  /** Verifies a token that assumes no identity (only once a live invite was found: see the file comment). */
+  const verifiedCaller = async (token: string): Promise<Caller> => {
+    const verifier = deps.external;
+    if (!canVerifyAnyIssuer(verifier)) {
+      throw failedPrecondition({ type: "ACCEPT_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
+    }
+    try {
+      const v = await verifier.verifyAnyIssuer(token);
+      return { issuer: v.issuer, subject: v.subject, claims: v.claims };
+    } catch (err) {
+      throw new Refusal("the token does not verify", { cause: err });
+    }
+  };
+
+  /** A live invite with this code (not locked), or a Refusal. */
+  const liveInvite = async (codeHash: string): Promise<GroupInviteRow> => {
+    const [row] = await db
+      .select()
+      .from(groupInvites)
+      .where(and(eq(groupInvites.codeHash, codeHash), gt(groupInvites.expirationTime, sql`now()`)));
+    if (!row) throw new Refusal("no live invite has this code");
+    return row;
+  };
+
+  /** Consumes (single use) or locks (multi-use) the invite in `tx`, re-checked live; a Refusal when it is gone. */
+  const claim = async (tx: Executor, invite: GroupInviteRow): Promise<void> => {
+    const live = and(eq(groupInvites.uid, invite.uid), eq(groupInvites.codeHash, invite.codeHash), gt(groupInvites.expirationTime, sql`now()`));
+    const rows = invite.singleUse
+      ? await tx.delete(groupInvites).where(live).returning({ uid: groupInvites.uid })
+      : await tx.select({ uid: groupInvites.uid }).from(groupInvites).where(live).for("update");
+    if (rows.length === 0) throw new Refusal("the invite was used up or deleted meanwhile");
+  };
+
+  /** The caller's identity directly in `group` (locked), if any. */
+  const identityIn = async (tx: Executor, group: string, caller: Caller) => {
+    const [row] = await tx
+      .select({ uid: identities.uid, active: identities.active })
+      .from(identities)
+      .where(
+        and(
+          eq(identities.parentUid, group),
+          eq(identities.issuer, caller.issuer),
+          eq(identities.subject, caller.subject),
+          eq(identities.relationshipType, RelationshipType.CLAIM_MATCH),
+          isNotNull(identities.issuer),
+        ),
+      )
+      .orderBy(identities.createTime, identities.uid)
+      .limit(1)
+      .for("update");
+    return row;
+  };
+
+  const newIdentity = async (tx: Executor, group: string, caller: Caller): Promise<IdentityRow> => {
+    const claims = caller.claims as Record<string, unknown>;
+    const email = typeof claims.email === "string" ? claims.email : "";
+    const verifiedEmail = claims.email_verified === true || claims.email_verified === "true";
+    const relationship = create(IdentitySchema, {
+      relationship: {
+        case: "claimMatch",
+        value: { iss: { case: "issuer", value: caller.issuer }, sub: { case: "subject", value: caller.subject } },
+      },
+    }).relationship;
+    const [row] = await tx
+      .insert(identities)
+      .values({
+        uid: newChildUid(group),
+        parentUid: group,
+        name: identityNameFrom(claims),
+        email: verifiedEmail ? email : "",
+        emailUnverified: verifiedEmail ? "" : email,
+        ...relationshipColumns(relationship),
+      })
+      .returning();
+    return row!;
+  };
+
+  /** The binding of `identity` to the invite's role on its group: created, or the existing one. */
+  const bind = async (tx: Executor, invite: GroupInviteRow, identity: string): Promise<{ uid: string; created: boolean }> => {
+    const [inserted] = await tx
+      .insert(roleBindings)
+      .values({ uid: newChildUid(invite.groupUid), groupUid: invite.groupUid, identityUid: identity, roleUid: invite.roleUid })
+      .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
+      .returning({ uid: roleBindings.uid });
+    if (inserted) return { uid: inserted.uid, created: true };
+    const [existing] = await tx
+      .select({ uid: roleBindings.uid })
+      .from(roleBindings)
+      .where(and(eq(roleBindings.groupUid, invite.groupUid), eq(roleBindings.identityUid, identity), eq(roleBindings.roleUid, invite.roleUid)));
+    return { uid: existing!.uid, created: false };
+  };
+
+  /** The events of what one acceptance changed, as the methods making the same changes record them. */
+  const recordEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
+    const events: OutboxEvent[] = [];
+    const event = (plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Parameters<typeof outboxEventOf>[1]["response"]) =>
+      events.push({ ...outboxEventOf(plan, { request, response, actor }, registry), method: ACCEPT_PATH });
+    if (change.identity) event(plans.identityCreated, create(plans.identityCreated.method.input), toIdentity(change.identity));
+    if (change.binding) {
+      for (const b of await createRoleBindingStore(tx).findHydratedMany([change.binding])) {
+        event(plans.bindingCreated, create(plans.bindingCreated.method.input), toRoleBinding(b));
+      }
+    }
+    if (change.deletedInvite) event(plans.inviteDeleted, create(GroupInvitesService.method.deleteGroupInvite.input, { uid: change.deletedInvite }), create(EmptySchema));
+    if (events.length > 0) await tx.insert(outboxEvents).values(events);
+  };
+
+  const accept = async (ctx: HandlerContext, token: string, code: string) => {
+    if (code.length > MAX_INVITE_CODE_LENGTH) throw new Refusal("code too long");
+    const known = authenticatedCaller(ctx, token);
+    const invite = await liveInvite(inviteCodeHash(code));
+    const caller = known ?? (await verifiedCaller(token));
+    if (invite.email !== "" && !carriesVerifiedEmail(caller.claims, invite.email)) throw new Refusal("the token does not carry the invite's email, verified");
+
+    return db.transaction(async (tx) => {
+      await claim(tx, invite);
+      let found = await identityIn(tx, invite.groupUid, caller);
+      // Deactivated by its provider: accepting an invite does not bring it back, nor make another beside it.
+      if (found && !found.active) throw new Refusal("the caller's identity in the group is deactivated");
+      const created = found ? undefined : await newIdentity(tx, invite.groupUid, caller);
+      found ??= { uid: created!.uid, active: true };
+      const binding = await bind(tx, invite, found.uid);
+      await recordEvents(tx, found.uid, {
+        ...(created ? { identity: created } : {}),
+        ...(binding.created ? { binding: binding.uid } : {}),
+        ...(invite.singleUse ? { deletedInvite: invite.uid } : {}),
+      });
+      // The call's deadline passed or its client went away: roll back, as a unit of work does.
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      if (created) log.info("identity created by accepting an invite", { identity: created.uid, invite: invite.uid });
+      return create(AcceptGroupInviteResponseSchema, { identityUid: found.uid, roleBindingUid: binding.uid, groupUid: invite.groupUid, roleUid: invite.roleUid });
+    });
+  };
+
+  const impl: ServiceImpl<typeof GroupInviteAcceptanceService> = {
+    async acceptGroupInvite(req, ctx) {
+      // The interceptor (identity_optional) has checked a bearer token is present and well-formed.
+      const token = ctx.values.get(presentedTokenKey);
+      if (token === undefined) throw unauthenticated("This method needs an Authorization: Bearer <token> header", "TOKEN_MISSING");
+      const who = callerOf(ctx, token);
+      failures.check(who);
+      if (req.code === "") throw invalidArgument({ field: "code", description: "is required" });
+      try {
+        return await accept(ctx, token, req.code);
+      } catch (err) {
+        if (err instanceof Refusal) {
+          log.debug("invite acceptance refused", { why: err.message, cause: err.cause });
+          failures.failed(who);
+          throw refused();
+        }
+        if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(who);
+        throw err;
+      }
+    },
+  };
+
+  return [bindService(GroupInviteAcceptanceService, impl)];
+}
