@@ -32,6 +32,13 @@ export interface Config {
    */
   allowInsecureLoopbackIssuers: boolean;
   /**
+   * Whether the server may connect to private, loopback and link-local addresses on a user's word: event
+   * sinks and external OIDC issuers (identity providers, tokens presented for an invite). Default:
+   * development only. In production, allow it only when every organization is trusted (one tenant) and its
+   * identity providers or sinks live on the private network.
+   */
+  allowPrivateOutbound: boolean;
+  /**
    * The audiences an external token must carry one of, when the identity it assumes names no audience of
    * its own (RFC 8725, section 3.9): a token meant for another application is not accepted here. Default:
    * this server's issuer URL.
@@ -266,6 +273,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mode,
     issuerUrl,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
+    allowPrivateOutbound: flag("ALLOW_PRIVATE_OUTBOUND", env.ALLOW_PRIVATE_OUTBOUND, mode === "development"),
     externalAudiences,
     idpSecretKey,
     refreshTokenTtlSeconds: 3600 * integer("REFRESH_TOKEN_TTL_HOURS", env.REFRESH_TOKEN_TTL_HOURS, 720, 1, 24 * 365),

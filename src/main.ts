@@ -8,6 +8,7 @@ import { createIdentityDirectory } from "./iam/directory.js";
 import { ensureManagedRoles } from "./iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "./kernel/auth/index.js";
 import { createExternalVerifier } from "./kernel/auth/external.js";
+import { publicOnlyFetch, systemResolver } from "./kernel/outbound.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
 import { createApp } from "./server/app.js";
@@ -59,6 +60,9 @@ async function main(): Promise<void> {
   const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   const directory = createIdentityDirectory(database.db);
+  // Where the server may connect on a user's word (event sinks, external issuers): public addresses only,
+  // unless the operator allows private ones (ALLOW_PRIVATE_OUTBOUND; the default in development).
+  const sinks = { ...sinkPolicyFor(config.mode), publicOnly: !config.allowPrivateOutbound };
   const app = createApp({
     database,
     serviceDomain: config.serviceDomain,
@@ -66,7 +70,7 @@ async function main(): Promise<void> {
     issuerUrl: config.issuerUrl,
     keys,
     directory,
-    sinks: sinkPolicyFor(config.mode),
+    sinks,
     idpSecretKey,
     allowInsecureLoopbackIssuers: config.allowInsecureLoopbackIssuers,
     refreshTokenTtlSeconds: config.refreshTokenTtlSeconds,
@@ -78,12 +82,13 @@ async function main(): Promise<void> {
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,
       audiences: config.externalAudiences,
       self: { issuer: config.issuerUrl, keys },
+      ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     }),
   });
   const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
   const { delivery, ...deliveryOptions } = config.events;
   const events = delivery
-    ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks: sinkPolicyFor(config.mode), listen: database.listen, options: deliveryOptions })
+    ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks, listen: database.listen, options: deliveryOptions })
     : undefined;
   if (config.mode === "development") await developmentLogin(database.db, keys, config);
 

@@ -8,7 +8,10 @@
 // and before dialling an IP literal), on the addresses actually dialled, so a name that resolves to a public
 // address when it is checked and to a private one when it is used (DNS rebinding) is still refused.
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import http from "node:http";
+import https from "node:https";
 import { isIP } from "node:net";
+import { Readable } from "node:stream";
 import ipaddr from "ipaddr.js";
 
 /** 127.0.0.0/8, ::1 and localhost. Expects URL.hostname (already normalized: "127.1" -> "127.0.0.1"). */
@@ -106,4 +109,53 @@ export function publicOnlyLookup(resolve: Resolver) {
       (err: NodeJS.ErrnoException) => callback(err, options.all ? [] : ""),
     );
   };
+}
+
+/**
+ * A fetch (GET, no request body) that dials public addresses only: names through publicOnlyLookup, IP
+ * literals checked before connecting. For outbound calls to places a user names (external issuers' discovery
+ * and keys) in production, where a private address must not be reachable through this server.
+ */
+export function publicOnlyFetch(resolve: Resolver): typeof fetch {
+  return outboundFetch({
+    lookup: publicOnlyLookup(resolve),
+    check: async (url) => {
+      if (isIP(url.hostname.replace(/^\[|\]$/g, ""))) await publicAddressesOf(url.hostname, resolve);
+    },
+  });
+}
+
+/**
+ * A fetch (GET, no request body) over node:http(s) with the given connect-time `lookup`. Redirects are never
+ * followed: with `redirect: "error"` a 3xx throws, otherwise it is answered as is.
+ */
+export function outboundFetch(opts: { lookup?: ReturnType<typeof publicOnlyLookup>; check?: (url: URL) => Promise<void> } = {}): typeof fetch {
+  const agentOptions = { keepAlive: true, ...(opts.lookup ? { lookup: opts.lookup } : {}) };
+  const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
+  return (async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError(`scheme ${url.protocol} is not fetched`);
+    await opts.check?.(url);
+    const signal = init.signal ?? undefined;
+    signal?.throwIfAborted();
+    const headers = Object.fromEntries(new Headers(init.headers).entries());
+    const client = url.protocol === "https:" ? https : http;
+    return new Promise<Response>((resolvePromise, reject) => {
+      const req = client.request(url, { method: "GET", headers, agent: agents[url.protocol as "http:" | "https:"], signal }, (res) => {
+        const status = res.statusCode ?? 0;
+        if (status >= 300 && status < 400 && init.redirect === "error") {
+          res.destroy();
+          return reject(new TypeError(`redirect (HTTP ${status}) not followed`));
+        }
+        const responseHeaders = new Headers();
+        for (const [name, value] of Object.entries(res.headers)) {
+          if (value !== undefined) responseHeaders.set(name, Array.isArray(value) ? value.join(", ") : value);
+        }
+        const body = status === 204 || status === 304 ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>);
+        resolvePromise(new Response(body, { status, headers: responseHeaders }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+  }) as typeof fetch;
 }

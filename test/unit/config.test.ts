@@ -55,7 +55,15 @@ describe("loadConfig", () => {
       mode: "production",
       issuerUrl: "https://api.example.com",
       allowInsecureLoopbackIssuers: false,
+      allowPrivateOutbound: false,
     });
+  });
+
+  it("allows private outbound destinations in development only, unless ALLOW_PRIVATE_OUTBOUND says", () => {
+    expect(loadConfig({}).allowPrivateOutbound).toBe(true);
+    expect(loadConfig({ SERVER_MODE: "production", ISSUER_URL: "https://api.example.com" }).allowPrivateOutbound).toBe(false);
+    expect(loadConfig({ SERVER_MODE: "production", ISSUER_URL: "https://api.example.com", ALLOW_PRIVATE_OUTBOUND: "true" }).allowPrivateOutbound).toBe(true);
+    expect(() => loadConfig({ ALLOW_PRIVATE_OUTBOUND: "yes" })).toThrow(/ALLOW_PRIVATE_OUTBOUND must be true or false/);
   });
 
   it("listens on loopback in development (it prints an owner's token), on every interface in production, unless HOST says", () => {

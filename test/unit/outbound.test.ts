@@ -4,7 +4,9 @@
 import type { LookupAddress } from "node:dns";
 import net from "node:net";
 import { describe, expect, it } from "vitest";
-import { ForbiddenAddressError, nonPublicRange, publicAddressesOf, publicOnlyLookup, type Resolver } from "../../src/kernel/outbound.js";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { ForbiddenAddressError, nonPublicRange, outboundFetch, publicAddressesOf, publicOnlyFetch, publicOnlyLookup, type Resolver } from "../../src/kernel/outbound.js";
 
 /** A resolver answering from a table, recording what it was asked; unknown names fail as DNS does. */
 function fakeResolver(table: Record<string, Array<[string, 4 | 6]>>) {
@@ -185,5 +187,54 @@ describe("publicOnlyLookup", () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+});
+
+describe("outbound fetches", () => {
+  async function withServer(handler: http.RequestListener, run: (base: string) => Promise<void>): Promise<void> {
+    const server = http.createServer(handler);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    try {
+      await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }
+
+  it("answer like fetch: status, headers, body; a redirect is not followed (an error when asked)", async () => {
+    await withServer(
+      (req, res) => {
+        if (req.url === "/moved") return void res.writeHead(302, { location: "/elsewhere" }).end();
+        res.writeHead(200, { "content-type": "application/json", "x-seen-accept": String(req.headers.accept) }).end('{"ok":true}');
+      },
+      async (base) => {
+        const f = outboundFetch();
+        const res = await f(`${base}/doc`, { headers: { accept: "application/json" } });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("x-seen-accept")).toBe("application/json");
+        expect(await res.json()).toEqual({ ok: true });
+        expect((await f(`${base}/moved`, { redirect: "manual" })).status).toBe(302);
+        await expect(f(`${base}/moved`, { redirect: "error" })).rejects.toThrow(/redirect/);
+      },
+    );
+  });
+
+  it("refuse a non-public address, by name (DNS rebinding) or literal, before anything is sent", async () => {
+    let requests = 0;
+    await withServer(
+      (_req, res) => {
+        requests++;
+        res.end("{}");
+      },
+      async (base) => {
+        const port = new URL(base).port;
+        const rebinding: Resolver = async () => [{ address: "127.0.0.1", family: 4 }];
+        const f = publicOnlyFetch(rebinding);
+        await expect(f(`http://issuer.example:${port}/.well-known/openid-configuration`)).rejects.toMatchObject({ code: "EFORBIDDENADDRESS", address: "127.0.0.1" });
+        await expect(f(`${base}/x`)).rejects.toBeInstanceOf(ForbiddenAddressError);
+        expect(requests).toBe(0);
+      },
+    );
   });
 });
