@@ -32,8 +32,7 @@
 // tells a code that exists from one that does not. Refusals count against the caller's failure budget
 // (kernel/rate-limit.ts: by token issuer and subject, and by address); a caller over it is refused with
 // RESOURCE_EXHAUSTED before its code is looked at.
-import { create, type DescMethod } from "@bufbuild/protobuf";
-import { EmptySchema } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { and, eq, gt, isNotNull, sql } from "drizzle-orm";
 import { decodeJwt, type JWTPayload } from "jose";
@@ -42,15 +41,14 @@ import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_
 import { IdentitiesService, IdentitySchema, RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { groupInvites, identities, roleBindings, type GroupInviteRow, type IdentityRow } from "../db/schema/index.js";
-import { outboxEvents } from "../db/schema/outbox.js";
 import { maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
 import { canVerifyAnyIssuer } from "../kernel/auth/external.js";
 import { registry } from "../kernel/descriptors.js";
 import { failedPrecondition, invalidArgument, permissionDenied, unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
-import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "../kernel/outbox.js";
 import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
 import type { Executor } from "../kernel/store.js";
+import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { inviteCodeHash, MAX_INVITE_CODE_LENGTH } from "./group-invite-code.js";
@@ -70,16 +68,6 @@ const refused = () =>
 /** Why a code was refused, for the debug log only (never in the answer). */
 class Refusal extends Error {}
 
-const planOf = (method: DescMethod): EventPlan => {
-  const plan = eventPlanOf(method);
-  if (!plan) throw new Error(`${method.name} declares no event`);
-  return plan;
-};
-const plans = {
-  identityCreated: planOf(IdentitiesService.method.createIdentity),
-  bindingCreated: planOf(RoleBindingsService.method.createRoleBinding),
-  inviteDeleted: planOf(GroupInvitesService.method.deleteGroupInvite),
-};
 const ACCEPT_PATH = `/${GroupInviteAcceptanceService.typeName}/${GroupInviteAcceptanceService.method.acceptGroupInvite.name}`;
 
 /** Who accepts: the issuer and subject its identity will claim-match, and the verified claims of its token. */
@@ -205,18 +193,19 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
   };
 
   /** The events of what one acceptance changed, as the methods making the same changes record them. */
-  const recordEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
-    const events: OutboxEvent[] = [];
-    const event = (plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Parameters<typeof outboxEventOf>[1]["response"]) =>
-      events.push({ ...outboxEventOf(plan, { request, response, actor }, registry), method: ACCEPT_PATH });
-    if (change.identity) event(plans.identityCreated, create(plans.identityCreated.method.input), toIdentity(change.identity));
+  const recordAcceptEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
+    const changes: EventedChange[] = [];
+    if (change.identity) changes.push({ method: IdentitiesService.method.createIdentity, response: toIdentity(change.identity) });
     if (change.binding) {
       for (const b of await createRoleBindingStore(tx).findHydratedMany([change.binding])) {
-        event(plans.bindingCreated, create(plans.bindingCreated.method.input), toRoleBinding(b));
+        changes.push({ method: RoleBindingsService.method.createRoleBinding, response: toRoleBinding(b) });
       }
     }
-    if (change.deletedInvite) event(plans.inviteDeleted, create(GroupInvitesService.method.deleteGroupInvite.input, { uid: change.deletedInvite }), create(EmptySchema));
-    if (events.length > 0) await tx.insert(outboxEvents).values(events);
+    if (change.deletedInvite) {
+      const method = GroupInvitesService.method.deleteGroupInvite;
+      changes.push({ method, request: create(method.input, { uid: change.deletedInvite }) });
+    }
+    await recordEvents(tx, changes, { actor, source: ACCEPT_PATH }, registry);
   };
 
   const accept = async (ctx: HandlerContext, token: string, code: string) => {
@@ -234,7 +223,7 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
       const created = found ? undefined : await newIdentity(tx, invite.groupUid, caller);
       found ??= { uid: created!.uid, active: true };
       const binding = await bind(tx, invite, found.uid);
-      await recordEvents(tx, found.uid, {
+      await recordAcceptEvents(tx, found.uid, {
         ...(created ? { identity: created } : {}),
         ...(binding.created ? { binding: binding.uid } : {}),
         ...(invite.singleUse ? { deletedInvite: invite.uid } : {}),

@@ -14,12 +14,11 @@ import {
   IdentitiesService,
   RelationshipType,
   UpdateIdentityRequestSchema,
-  type Identity,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { Db } from "../db/client.js";
-import { identities, identityProviders, outboxEvents, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
+import { identities, identityProviders, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
 import { registry } from "../kernel/descriptors.js";
-import { eventPlanOf, outboxEventOf, type EventPlan } from "../kernel/outbox.js";
+import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
 import { toIdentity } from "./identities.mapper.js";
 import type { ScimFilter } from "./scim.filter.js";
@@ -73,15 +72,8 @@ function relationshipColumns(provider: ScimProvider, fields: ScimUserFields) {
 // SCIM writes record the identity events of the IdentitiesService methods they stand for (created, updated,
 // deleted: their types, audience and group from those methods' event options), in the write's transaction.
 // The event's method is the SCIM endpoint, and its actor the provider: no identity made the call.
-const eventPlans = {
-  created: eventPlanOf(IdentitiesService.method.createIdentity)!,
-  updated: eventPlanOf(IdentitiesService.method.updateIdentity)!,
-  deleted: eventPlanOf(IdentitiesService.method.deleteIdentity)!,
-};
-
-async function recordEvent(tx: Db, provider: ScimProvider, plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Identity | undefined) {
-  const event = outboxEventOf(plan, { request, response: response ?? create(plan.method.output), actor: provider.uid }, registry);
-  await tx.insert(outboxEvents).values({ ...event, method: `/scim/v2/${provider.uid}/Users` });
+async function recordEvent(tx: Db, provider: ScimProvider, change: EventedChange): Promise<void> {
+  await recordEvents(tx, [change], { actor: provider.uid, source: `/scim/v2/${provider.uid}/Users` }, registry);
 }
 
 const USER_NAME = sql`lower(coalesce(${identities.scim}->>'userName', nullif(${identities.email}, ''), ${identities.name}))`;
@@ -180,7 +172,7 @@ export function createScimStore(db: Db) {
         .returning();
       await tx.insert(roleBindings).values({ uid: newChildUid(provider.groupUid), groupUid: provider.groupUid, identityUid: uid, roleUid: provider.defaultRoleUid });
       const identity = toIdentity(row!);
-      await recordEvent(tx, provider, eventPlans.created, create(CreateIdentityRequestSchema, { parent: provider.groupUid, identity }), identity);
+      await recordEvent(tx, provider, { method: IdentitiesService.method.createIdentity, request: create(CreateIdentityRequestSchema, { parent: provider.groupUid, identity }), response: identity });
       return row!;
     },
 
@@ -204,7 +196,7 @@ export function createScimStore(db: Db) {
         .where(eq(identities.uid, current.uid))
         .returning();
       const identity = toIdentity(row!);
-      await recordEvent(tx, provider, eventPlans.updated, create(UpdateIdentityRequestSchema, { identity }), identity);
+      await recordEvent(tx, provider, { method: IdentitiesService.method.updateIdentity, request: create(UpdateIdentityRequestSchema, { identity }), response: identity });
       return row!;
     },
 
@@ -212,7 +204,7 @@ export function createScimStore(db: Db) {
     async delete(tx: Db, provider: ScimProvider, id: string): Promise<boolean> {
       const [deleted] = await tx.delete(identities).where(byId(provider, id)).returning({ uid: identities.uid });
       if (!deleted) return false;
-      await recordEvent(tx, provider, eventPlans.deleted, create(DeleteIdentityRequestSchema, { uid: deleted.uid }), undefined);
+      await recordEvent(tx, provider, { method: IdentitiesService.method.deleteIdentity, request: create(DeleteIdentityRequestSchema, { uid: deleted.uid }) });
       return true;
     },
   };

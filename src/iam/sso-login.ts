@@ -30,8 +30,7 @@
 //
 // Role binding writes fire the grants NOTIFY trigger (other replicas forget); this replica's own cache is
 // told at once through `grantsChanged`, before the exchange answers.
-import { create, type DescMethod } from "@bufbuild/protobuf";
-import { EmptySchema } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
 import { and, asc, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
 import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { IdentitiesService, IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
@@ -39,14 +38,13 @@ import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_b
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import type { Db } from "../db/client.js";
 import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityRow } from "../db/schema/index.js";
-import { outboxEvents } from "../db/schema/outbox.js";
 import { ExternalTokenError, type ExternalTokenVerifier } from "../kernel/auth/external.js";
 import type { ProviderLogin } from "../kernel/auth/provider-login.js";
 import { registry } from "../kernel/descriptors.js";
 import { unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
-import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "../kernel/outbox.js";
 import type { Executor } from "../kernel/store.js";
+import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { isValidUid, newChildUid } from "../kernel/uidp.js";
 import { relationshipColumns, toIdentity } from "./identities.mapper.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
@@ -108,29 +106,19 @@ function externalIdOf(rule: number, claims: Record<string, unknown>, sub: string
   return oid;
 }
 
-const planOf = (method: DescMethod): EventPlan => {
-  const plan = eventPlanOf(method);
-  if (!plan) throw new Error(`${method.name} declares no event`);
-  return plan;
-};
-const plans = {
-  identityCreated: planOf(IdentitiesService.method.createIdentity),
-  bindingCreated: planOf(RoleBindingsService.method.createRoleBinding),
-  bindingDeleted: planOf(RoleBindingsService.method.deleteRoleBinding),
-};
 const EXCHANGE_PATH = `/${SecurityTokenService.typeName}/${SecurityTokenService.method.exchange.name}`;
 
 /** The events of what one login changed, as the methods making the same changes record them. */
-async function recordEvents(tx: Executor, actor: string, change: { created?: IdentityRow | undefined; added: string[]; removed: string[] }): Promise<void> {
-  const events: OutboxEvent[] = [];
-  const event = (plan: EventPlan, request: Parameters<typeof outboxEventOf>[1]["request"], response: Parameters<typeof outboxEventOf>[1]["response"]) =>
-    events.push({ ...outboxEventOf(plan, { request, response, actor }, registry), method: EXCHANGE_PATH });
-  if (change.created) event(plans.identityCreated, create(plans.identityCreated.method.input), toIdentity(change.created));
+async function recordLoginEvents(tx: Executor, actor: string, change: { created?: IdentityRow | undefined; added: string[]; removed: string[] }): Promise<void> {
+  const changes: EventedChange[] = [];
+  if (change.created) changes.push({ method: IdentitiesService.method.createIdentity, response: toIdentity(change.created) });
   for (const b of await createRoleBindingStore(tx).findHydratedMany(change.added)) {
-    event(plans.bindingCreated, create(plans.bindingCreated.method.input), toRoleBinding(b));
+    changes.push({ method: RoleBindingsService.method.createRoleBinding, response: toRoleBinding(b) });
   }
-  for (const uid of change.removed) event(plans.bindingDeleted, create(RoleBindingsService.method.deleteRoleBinding.input, { uid }), create(EmptySchema));
-  if (events.length > 0) await tx.insert(outboxEvents).values(events);
+  for (const uid of change.removed) {
+    changes.push({ method: RoleBindingsService.method.deleteRoleBinding, request: create(RoleBindingsService.method.deleteRoleBinding.input, { uid }) });
+  }
+  await recordEvents(tx, changes, { actor, source: EXCHANGE_PATH }, registry);
 }
 
 type Provider = Pick<
@@ -254,7 +242,7 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
         }
         if (!row.active) return { uid: row.uid, active: false, created: false, changed: false };
         const { added, removed } = await sync(tx, p, row.uid, groups);
-        await recordEvents(tx, row.uid, { created, added: [...defaultBinding, ...added], removed });
+        await recordLoginEvents(tx, row.uid, { created, added: [...defaultBinding, ...added], removed });
         return { uid: row.uid, active: true, created: created !== undefined, changed: added.length > 0 || removed.length > 0 };
       });
 

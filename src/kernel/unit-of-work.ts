@@ -7,7 +7,7 @@
 // call, the store over the call's transaction inside a unit of work and the one over the database
 // otherwise. A handler opens no transaction of its own, and reads nothing outside its stores while in a unit
 // of work (the embedded database runs one transaction at a time: a read beside it would wait on itself).
-import type { DescMethod, Registry } from "@bufbuild/protobuf";
+import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { outboxEvents } from "../db/schema/outbox.js";
 import { accessKey } from "./auth/principal.js";
@@ -62,4 +62,35 @@ export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
       return res;
     });
   };
+}
+
+/** A change made outside a unit of work, as the API method making the same change would describe it. */
+export interface EventedChange<M extends DescMethod = DescMethod> {
+  method: M;
+  /** The method's request (what a delete's event body is). Default: an empty request. */
+  request?: Message;
+  /** The method's response (what a create's or update's event body is). Default: an empty response. */
+  response?: Message;
+}
+
+const sidePlans = new Map<DescMethod, EventPlan>();
+
+/**
+ * Records, in `tx`, the events of changes made outside a unit of work (a login through an identity
+ * provider, an invite accepted, a SCIM write): each the event its API method records, with the caller as
+ * actor and `source` (the path that made the change) as the event's method.
+ */
+export async function recordEvents(tx: Executor, changes: readonly EventedChange[], who: { actor: string; source: string }, registry: Registry): Promise<void> {
+  if (changes.length === 0) return;
+  const events = changes.map(({ method, request, response }) => {
+    let plan = sidePlans.get(method);
+    if (!plan) {
+      plan = eventPlanOf(method);
+      if (!plan) throw new Error(`${method.parent.typeName}/${method.name} declares no event`);
+      sidePlans.set(method, plan);
+    }
+    const call = { request: request ?? create(method.input), response: response ?? create(method.output), actor: who.actor };
+    return { ...outboxEventOf(plan, call, registry), method: who.source };
+  });
+  await tx.insert(outboxEvents).values(events);
 }

@@ -402,6 +402,25 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     clockTolerance: tolerance,
   };
 
+  /**
+   * The token's payload once its signature (with the keys its issuer publishes) and standard claims verify;
+   * an expired token and every other failure answer apart (ExternalTokenError codes).
+   */
+  const verifiedPayload = async (token: string, issuer: string, audience?: string): Promise<JWTPayload> => {
+    let getKey: JWTVerifyGetKey;
+    try {
+      getKey = await keysOf(issuer);
+    } catch (err) {
+      throw notAccepted("issuer keys unavailable", err);
+    }
+    try {
+      return (await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer, ...(audience === undefined ? {} : { audience }) })).payload;
+    } catch (err) {
+      if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
+      throw notAccepted("signature or claims do not verify", err);
+    }
+  };
+
   const verifyClaimMatch = async (uid: string, spec: ClaimMatchSpec, token: string, t: Presented): Promise<ExternalAssumption> => {
     // Decided on the token's own claims before anything is fetched: an issuer the identity does not
     // reference is never contacted.
@@ -409,19 +428,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     const before = claimMismatch(spec, t.claims);
     if (before) throw notAccepted(before);
     if (!spec.audience && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
-    let getKey: JWTVerifyGetKey;
-    try {
-      getKey = await keysOf(t.iss);
-    } catch (err) {
-      throw notAccepted("issuer keys unavailable", err);
-    }
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer: t.iss }));
-    } catch (err) {
-      if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-      throw notAccepted("signature or claims do not verify", err);
-    }
+    const payload = await verifiedPayload(token, t.iss);
     const after = claimMismatch(spec, payload);
     if (after) throw notAccepted(after);
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp };
@@ -526,19 +533,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
       return guarded(async () => {
         const t = inspect(token, tolerance);
         if (!forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
-        let getKey: JWTVerifyGetKey;
-        try {
-          getKey = await keysOf(t.iss);
-        } catch (err) {
-          throw notAccepted("issuer keys unavailable", err);
-        }
-        let payload: JWTPayload;
-        try {
-          ({ payload } = await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer: t.iss }));
-        } catch (err) {
-          if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-          throw notAccepted("signature or claims do not verify", err);
-        }
+        const payload = await verifiedPayload(token, t.iss);
         return { issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, claims: payload };
       });
     },
@@ -553,19 +548,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         // makes the server contact it.
         if (t.iss !== client.issuer) throw notAccepted("issuer is not the client's");
         if (!audiencesOf(t.claims).includes(client.clientId)) throw notAccepted("audience is not the client's");
-        let getKey: JWTVerifyGetKey;
-        try {
-          getKey = await keysOf(t.iss);
-        } catch (err) {
-          throw notAccepted("issuer keys unavailable", err);
-        }
-        let payload: JWTPayload;
-        try {
-          ({ payload } = await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer: client.issuer, audience: client.clientId }));
-        } catch (err) {
-          if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-          throw notAccepted("signature or claims do not verify", err);
-        }
+        const payload = await verifiedPayload(token, client.issuer, client.clientId);
         // An ID token issued to another party that merely lists this client among its audiences.
         if (payload.azp !== undefined && payload.azp !== client.clientId) throw notAccepted("authorized party is not the client");
         return { issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, claims: payload };
