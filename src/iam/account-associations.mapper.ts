@@ -1,7 +1,7 @@
 // AccountAssociation rows <-> chainguard.platform.iam.v2.AccountAssociation. The provider blocks are stored
 // as their proto3 JSON (null when unset, so presence survives the round trip), as repos store sync_config.
-import { create, fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { FieldMaskSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   AccountAssociation_AmazonSchema,
   AccountAssociation_AzureSchema,
@@ -12,23 +12,8 @@ import {
   type AccountAssociation,
 } from "../../gen/chainguard/platform/iam/v2/account_associations_pb.js";
 import type { AccountAssociationFields, AccountAssociationRow } from "../db/schema/index.js";
-import { applyUpdate } from "../kernel/field-mask.js";
-
-const REPLACE_ALL = create(FieldMaskSchema, { paths: ["*"] });
-
-function fromStored<D extends DescMessage>(schema: D, json: Record<string, unknown> | null | undefined): MessageShape<D> | undefined {
-  if (json === null || json === undefined) return undefined;
-  try {
-    return fromJson(schema, json as JsonValue, { ignoreUnknownFields: true });
-  } catch {
-    // Unreadable stored JSON reads as unset rather than failing every read of the association.
-    return undefined;
-  }
-}
-
-function toStored<D extends DescMessage>(schema: D, message: MessageShape<D> | undefined): Record<string, unknown> | null {
-  return message ? (toJson(schema, message) as Record<string, unknown>) : null;
-}
+import { writableOf } from "../kernel/field-mask.js";
+import { fromStored, toStored } from "../kernel/stored-json.js";
 
 export function toAccountAssociation(row: AccountAssociationRow): AccountAssociation {
   return create(AccountAssociationSchema, {
@@ -47,7 +32,7 @@ export function toAccountAssociation(row: AccountAssociationRow): AccountAssocia
 
 /** The association as a client may write it: output-only fields (uid, times) dropped. */
 export function writableAccountAssociation(a: AccountAssociation): AccountAssociation {
-  return applyUpdate(AccountAssociationSchema, create(AccountAssociationSchema), a, REPLACE_ALL).message;
+  return writableOf(AccountAssociationSchema, a);
 }
 
 /** The client-writable columns of an association message. */

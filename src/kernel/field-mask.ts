@@ -19,7 +19,7 @@
 // - Unknown path, or `*` combined with other paths: INVALID_ARGUMENT on `update_mask` naming the path.
 import { clone, create, equals, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
-import type { FieldMask } from "@bufbuild/protobuf/wkt";
+import { FieldMaskSchema, type FieldMask } from "@bufbuild/protobuf/wkt";
 import { isImmutable, isOutputOnly } from "./descriptors.js";
 import { invalidArgument } from "./errors/index.js";
 
@@ -274,4 +274,12 @@ export function applyUpdate<Desc extends DescMessage>(
     for (const { fields } of applied) note(fields.map((f) => f.name).join("."), fields);
   }
   return { message: target as MessageShape<Desc>, changed };
+}
+
+/**
+ * The message as a client may write it: every field the client may not set (OUTPUT_ONLY, at any depth)
+ * dropped, by replacing every writable field of an empty message.
+ */
+export function writableOf<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): MessageShape<Desc> {
+  return applyUpdate(schema, create(schema), message, create(FieldMaskSchema, { paths: ["*"] })).message;
 }

@@ -1,7 +1,7 @@
 // Repo rows <-> chainguard.platform.registry.v2.Repo and RepoReadme messages. sync_config and custom_overlay
 // are stored as their proto3 JSON (null when unset, so presence survives the round trip).
-import { create, fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { FieldMaskSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   CustomOverlaySchema,
   RepoReadmeSchema,
@@ -10,20 +10,9 @@ import {
   type Repo,
   type RepoReadme,
 } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { applyUpdate } from "../kernel/field-mask.js";
+import { writableOf } from "../kernel/field-mask.js";
+import { fromStored, toStored } from "../kernel/stored-json.js";
 import type { ReadmeRow, RepoFields, RepoRow } from "../db/schema/index.js";
-
-const REPLACE_ALL = create(FieldMaskSchema, { paths: ["*"] });
-
-function fromStored<D extends DescMessage>(schema: D, json: Record<string, unknown> | null): MessageShape<D> | undefined {
-  if (json === null) return undefined;
-  try {
-    return fromJson(schema, json as JsonValue, { ignoreUnknownFields: true });
-  } catch {
-    // Unreadable stored JSON reads as unset rather than failing every read of the repo.
-    return undefined;
-  }
-}
 
 export function toRepo(row: RepoRow): Repo {
   return create(RepoSchema, {
@@ -46,7 +35,7 @@ export function toRepo(row: RepoRow): Repo {
  * server-managed sync_config fields), by replacing every writable field of an empty repo.
  */
 export function writableRepo(repo: Repo): Repo {
-  return applyUpdate(RepoSchema, create(RepoSchema), repo, REPLACE_ALL).message;
+  return writableOf(RepoSchema, repo);
 }
 
 /** The client-writable columns of a repo message. */
@@ -58,8 +47,8 @@ export function repoFields(repo: Repo): RepoFields {
     bundles: repo.bundles,
     aliases: repo.aliases,
     activeTags: repo.activeTags,
-    syncConfig: repo.syncConfig ? (toJson(SyncConfigSchema, repo.syncConfig) as Record<string, unknown>) : null,
-    customOverlay: repo.customOverlay ? (toJson(CustomOverlaySchema, repo.customOverlay) as Record<string, unknown>) : null,
+    syncConfig: toStored(SyncConfigSchema, repo.syncConfig),
+    customOverlay: toStored(CustomOverlaySchema, repo.customOverlay),
   };
 }
 
