@@ -225,6 +225,11 @@ const table: Record<string, Row> = {
   "SubscriptionsService.ListSubscriptions": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
   "SubscriptionsService.DeleteSubscription": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
 
+  // Global data (unscoped rules): the capability held anywhere suffices.
+  "ArtifactsService.ListArtifacts": { request: () => ({ ecosystems: [1] }), allowed: "OK" },
+  "ArtifactsService.ListArtifactVersions": { request: () => ({ artifactId: "pypi/absent-matrix" }), allowed: Code.NotFound },
+  "ArtifactsService.GetArtifactCount": { request: () => ({ ecosystems: [1, 2] }), allowed: "OK" },
+
   "ExternalGroupRoleMappingsService.GetExternalGroupRoleMapping": { request: (t) => ({ uid: t.mapping }), allowed: "OK" },
   // Also needs every capability of the role on the organization, which only the owner (bound there) holds.
   "ExternalGroupRoleMappingsService.CreateExternalGroupRoleMapping": {
