@@ -1,5 +1,6 @@
 // ArtifactsService: the library artifacts (Java, Python) and their versions, read-only global data (the
-// contract's rules are unscoped: CAP_LIBRARIES_ARTIFACTS_LIST anywhere suffices), written by the
+// contract's rules are unscoped: CAP_LIBRARIES_ARTIFACTS_LIST on any group suffices, checked first, before the
+// request is validated), written by the
 // import-libraries command.
 //
 // Decisions:
@@ -12,11 +13,12 @@
 import { create } from "@bufbuild/protobuf";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { and, count, eq, ilike, inArray, or, sql } from "drizzle-orm";
+import type {
+  Ecosystem} from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
 import {
   ArtifactSchema,
   ArtifactsService,
   ArtifactVersionSchema,
-  Ecosystem,
   GetArtifactCountResponseSchema,
   ListArtifactsResponseSchema,
   ListArtifactVersionsResponseSchema,
@@ -27,6 +29,7 @@ import { invalidArgument, notFound } from "../kernel/errors/index.js";
 import { countExpression, defineListSpec, keysetPage, pageColumns, pageFields } from "../kernel/list/index.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { ecosystems as known } from "./ecosystems.js";
+import { requireRuleAnywhere } from "../kernel/auth/index.js";
 
 export const artifactList = defineListSpec({
   name: "libraries.v2.ListArtifacts",
@@ -97,7 +100,8 @@ function toArtifactVersion(r: LibraryArtifactVersionRow) {
 export function artifactsBindings(deps: DomainDeps): ServiceBinding[] {
   const db = deps.db;
   const impl: ServiceImpl<typeof ArtifactsService> = {
-    async listArtifacts(req) {
+    async listArtifacts(req, ctx) {
+      await requireRuleAnywhere(ctx);
       const eco = checkEcosystems(req.ecosystems);
       const plan = deps.lists.plan(req, artifactList, []);
       const q = req.query.trim();
@@ -112,7 +116,8 @@ export function artifactsBindings(deps: DomainDeps): ServiceBinding[] {
       return create(ListArtifactsResponseSchema, { artifacts: page.rows.map(toArtifact), ...pageFields(page) });
     },
 
-    async listArtifactVersions(req) {
+    async listArtifactVersions(req, ctx) {
+      await requireRuleAnywhere(ctx);
       if (!req.artifactId) throw invalidArgument({ field: "artifact_id", description: "required" });
       const plan = deps.lists.plan(req, artifactVersionList, []);
       const [artifact] = await db.select({ uid: libraryArtifacts.uid }).from(libraryArtifacts).where(eq(libraryArtifacts.uid, req.artifactId));
@@ -124,7 +129,8 @@ export function artifactsBindings(deps: DomainDeps): ServiceBinding[] {
       return create(ListArtifactVersionsResponseSchema, { artifactVersions: page.rows.map(toArtifactVersion), ...pageFields(page) });
     },
 
-    async getArtifactCount(req) {
+    async getArtifactCount(req, ctx) {
+      await requireRuleAnywhere(ctx);
       const eco = checkEcosystems(req.ecosystems);
       const rows = await db
         .select({ ecosystem: libraryArtifacts.ecosystem, n: count() })
