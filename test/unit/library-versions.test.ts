@@ -42,6 +42,46 @@ describe("Maven ComparableVersion", () => {
   });
 });
 
+// Maven 3.9's lists (after MNG-7644, a qualifier after "." reads as after "-": "2.0.a" sorts between "2.0" and
+// "2-1"; older releases put "2.0.0.a" here and ordered "2.0.a" after "2-1").
+describe("Maven ComparableVersion, the orderings of maven-artifact's ComparableVersionTest", () => {
+  it("orders qualifiers", () => {
+    expectAscending(compareMavenVersions, [
+      "1-alpha2snapshot", "1-alpha2", "1-alpha-123", "1-beta-2", "1-beta123", "1-m2", "1-m11", "1-rc", "1-cr2", "1-rc123", "1-SNAPSHOT", "1",
+      "1-sp", "1-sp2", "1-sp123", "1-abc", "1-def", "1-pom-1", "1-1-snapshot", "1-1", "1-2", "1-123",
+    ]);
+  });
+
+  it("orders numbers", () => {
+    expectAscending(compareMavenVersions, [
+      "2.0", "2.0.a", "2-1", "2.0.2", "2.0.123", "2.1.0", "2.1-a", "2.1b", "2.1-c", "2.1-1", "2.1.0.1", "2.2", "2.123", "11.a2",
+      "11.a11", "11.b2", "11.b11", "11.m2", "11.m11", "11", "11.a", "11b", "11c", "11m",
+    ]);
+  });
+
+  it("treats equal spellings as equal", () => {
+    const pairs = [
+      ["1", "1.0.0"], ["1.0", "1.0.0"], ["1", "1.0-0"], ["1.0", "1.0-0"], ["1a", "1-a"], ["1a", "1.0-a"], ["1a", "1.0.0-a"], ["1.0a", "1.0.a"],
+      ["1.0.0a", "1.0.0.a"], ["1x", "1.x"], ["1x", "1-x"], ["1x", "1.0-x"], ["1x", "1.0.0-x"], ["1.0x", "1.0.x"], ["1.0.0x", "1.0.0.x"],
+      ["1ga", "1"], ["1final", "1"], ["1cr", "1rc"], ["1a1", "1alpha1"], ["1b2", "1beta2"], ["1m3", "1milestone3"], ["1X", "1x"], ["1A", "1a"],
+      ["1Ga", "1"], ["1FINAL", "1"], ["1Cr", "1Rc"], ["1m3", "1MileStone3"], ["1-abcdefghijklmnopqrstuvwxyz", "1-ABCDEFGHIJKLMNOPQRSTUVWXYZ"],
+    ] as const;
+    for (const [a, b] of pairs) expect(compareMavenVersions(a, b), `${a} = ${b}`).toBe(0);
+  });
+
+  it("orders the pairs", () => {
+    const pairs = [
+      ["1", "2"], ["1.5", "2"], ["1", "2.5"], ["1.0", "1.1"], ["1.0.0", "1.1"], ["1.0.1", "1.1"], ["1.1", "1.2.0"], ["1.0-alpha-1", "1.0-alpha-2"],
+      ["1.0-beta-1", "1.0-SNAPSHOT"], ["1.0-alpha-1-SNAPSHOT", "1.0-alpha-1"], ["1.0", "1.0-1"], ["1.0-1", "1.0-2"], ["1.0.0", "1.0-1"],
+      ["2.0-1", "2.0.1"], ["2.0.1-klm", "2.0.1-lmn"], ["2.0.1", "2.0.1-xyz"], ["2.0.1", "2.0.1-123"], ["2.0.1-xyz", "2.0.1-123"],
+    ] as const;
+    for (const [a, b] of pairs) {
+      expect(compareMavenVersions(a, b), `${a} < ${b}`).toBe(-1);
+      expect(compareMavenVersions(b, a), `${b} > ${a}`).toBe(1);
+    }
+  });
+});
+
 describe("PEP 440", () => {
   it("orders the specification's example", () => {
     expectAscending(comparePep440Versions, [
