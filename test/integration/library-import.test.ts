@@ -2,9 +2,11 @@
 // Debian form, with its `debian` pseudo-version), a malformed pom, Python dist-info directories and a wheel,
 // imports them, re-imports (nothing changes), changes one file (only its rows change), and imports the
 // machine's own /usr/share/maven-repo and /usr/lib/python3/dist-packages when present.
+import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { deflateRawSync } from "node:zlib";
 import { asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -179,5 +181,40 @@ describe("import-libraries", () => {
     if (real.includes("/usr/share/maven-repo")) expect(rows.some((r) => r.artifactUid.startsWith("maven/"))).toBe(true);
     const again = await importLibraries(db.db, real);
     expect(again.artifacts.added + again.artifacts.changed + again.versions.added + again.versions.changed).toBe(0);
+  });
+});
+
+// The command, end to end on an embedded database in a temporary directory: a usage error exits 2, an import
+// 0 with the JSON summary on stdout and the skipped files on stderr; a second run adds nothing.
+describe("npm run import-libraries", () => {
+  const repoRoot = new URL("../..", import.meta.url).pathname;
+  const run = (args: string[], env: Record<string, string>) =>
+    promisify(execFile)(join(repoRoot, "node_modules", ".bin", "tsx"), [join(repoRoot, "src/cli/import-libraries.ts"), ...args], {
+      env: { ...process.env, DATABASE_URL: "", LOG_LEVEL: "warn", ...env },
+    }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+    );
+
+  it("imports, reports, and is idempotent", { timeout: 120_000 }, async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "libraries-cli-data-"));
+    try {
+      const env = { DATA_DIR: dataDir };
+      expect((await run([], env)).code).toBe(2);
+      const first = await run([join(root, "py")], env);
+      expect(first.code, first.stderr).toBe(0);
+      const summary = JSON.parse(first.stdout) as { artifacts: { added: number }; versions: { added: number }; skipped: { path: string; reason: string }[] };
+      expect(summary.artifacts.added).toBe(2);
+      expect(summary.versions.added).toBe(4);
+      expect(summary.skipped.map((x) => x.path.slice(root.length)).sort()).toEqual(["/py/broken-1.0-py3-none-any.whl", "/py/noversion-1.0.dist-info"]);
+      expect(first.stderr).toMatch(/skipped .*broken-1\.0-py3-none-any\.whl: /);
+      const second = JSON.parse((await run([join(root, "py")], env)).stdout) as { artifacts: Record<string, number>; versions: Record<string, number> };
+      expect([second.artifacts, second.versions]).toEqual([
+        { added: 0, changed: 0, unchanged: 2 },
+        { added: 0, changed: 0, unchanged: 4 },
+      ]);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
