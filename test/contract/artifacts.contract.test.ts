@@ -170,6 +170,25 @@ runContractCases("ArtifactsService", () => server.baseUrl, [
     },
   }),
   contractCase({
+    name: "ListArtifacts asking for remediated builds (which this server does not hold) lists none",
+    method: ArtifactsService.method.listArtifacts,
+    request: { ecosystems: [Ecosystem.PYTHON], remediated: true },
+    headers: viewer,
+    response: (m) => {
+      expect(m.artifacts).toEqual([]);
+      expect(m.totalCount).toBe(0n);
+    },
+  }),
+  contractCase({
+    name: "ListArtifactVersions without artifact_id is INVALID_ARGUMENT",
+    method: ArtifactsService.method.listArtifactVersions,
+    request: {},
+    headers: viewer,
+    error: invalid("artifact_id"),
+    // REST has no route without the path parameter.
+    only: ["grpc", "grpc-web", "connect-json", "connect-binary-h2"],
+  }),
+  contractCase({
     name: "ListArtifactVersions of an unknown artifact is NOT_FOUND",
     method: ArtifactsService.method.listArtifactVersions,
     request: { artifactId: "pypi/no-such-thing" },
