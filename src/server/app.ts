@@ -30,6 +30,7 @@ import { grantServiceNames, iamBindings } from "../iam/index.js";
 import { createProviderLogin } from "../iam/sso-login.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
+import { librariesBindings } from "../libraries/index.js";
 import { eventsBindings } from "../events/index.js";
 import { sinkPolicyFor, type SinkPolicy } from "../events/sinks.js";
 import { createSecretBox } from "../iam/secret-box.js";
@@ -116,7 +117,7 @@ export interface App {
  * the outbox tests read this list to find the services they must cover.
  */
 export function domainBindings(domain: DomainDeps): ServiceBinding[] {
-  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...eventsBindings(domain)];
+  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...eventsBindings(domain), ...librariesBindings(domain)];
 }
 
 /**

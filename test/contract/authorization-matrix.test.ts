@@ -225,6 +225,12 @@ const table: Record<string, Row> = {
   "SubscriptionsService.ListSubscriptions": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
   "SubscriptionsService.DeleteSubscription": { request: (w) => ({ uid: bogus(w) }), allowed: Code.NotFound },
 
+  // Global data (unscoped rules): the capability held on any group suffices, and every authenticated caller
+  // here holds it somewhere (the caller holding it nowhere is in artifacts.contract.test.ts).
+  "ArtifactsService.ListArtifacts": { request: () => ({ ecosystems: [1] }), allowed: "OK" },
+  "ArtifactsService.ListArtifactVersions": { request: () => ({ artifactId: "pypi/absent-matrix" }), allowed: Code.NotFound },
+  "ArtifactsService.GetArtifactCount": { request: () => ({ ecosystems: [1, 2] }), allowed: "OK" },
+
   "ExternalGroupRoleMappingsService.GetExternalGroupRoleMapping": { request: (t) => ({ uid: t.mapping }), allowed: "OK" },
   // Also needs every capability of the role on the organization, which only the owner (bound there) holds.
   "ExternalGroupRoleMappingsService.CreateExternalGroupRoleMapping": {

@@ -9,3 +9,4 @@ export * from "./account-associations.js";
 export * from "./refresh-tokens.js";
 export * from "./terms.js";
 export * from "./invites.js";
+export * from "./libraries.js";

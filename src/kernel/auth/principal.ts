@@ -1,8 +1,8 @@
 // Who is calling, and what they may do: set by the auth interceptor on every authenticated call, read by
 // handlers through accessOf(ctx).
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
-import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
-import { unauthenticated } from "../errors/index.js";
+import { Capability } from "../../../gen/capabilities/capabilities_pb.js";
+import { permissionDenied, unauthenticated } from "../errors/index.js";
 
 export interface Principal {
   /** The identity the caller acts as. */
@@ -81,4 +81,14 @@ export function listScopesOf(ctx: HandlerContext): Promise<readonly string[]> {
  */
 export function requireRuleAt(ctx: HandlerContext, uid: string): Promise<void> {
   return accessOf(ctx).require(uid, ruleCapabilitiesOf(ctx));
+}
+
+/**
+ * Throws PERMISSION_DENIED unless the caller holds every capability the method's auth rule names somewhere:
+ * for an unscoped method over global data (not per organization), where a grant on any group suffices.
+ */
+export async function requireRuleAnywhere(ctx: HandlerContext): Promise<void> {
+  if ((await listScopesOf(ctx)).length === 0) {
+    throw permissionDenied(`This method needs ${ruleCapabilitiesOf(ctx).map((c) => Capability[c]).join(", ")} on some group`);
+  }
 }
