@@ -15,12 +15,10 @@
 // no longer pending (the list computes it from the bindings), so there is nothing else to mark.
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   GroupAccessRequestSchema,
   GroupAccessRequestsService,
   ListGroupAccessRequestsResponseSchema,
-  type GroupAccessRequest,
 } from "../../gen/apiserver/iam/v1/group_access_requests_pb.js";
 import {
   CheckEligibilityResponseSchema,
@@ -37,7 +35,8 @@ import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
-import { createGroupAccessStore, type PendingAccessRequestRow } from "./group-access.store.js";
+import { toGroupAccessRequest } from "./group-access.mapper.js";
+import { createGroupAccessStore } from "./group-access.store.js";
 
 export const groupAccessRequestList = defineListSpec({
   name: "apiserver.iam.v1.ListGroupAccessRequests",
@@ -48,18 +47,6 @@ export const groupAccessRequestList = defineListSpec({
 
 /** Eligible to request access to a group, and to create an organization: a root-level identity. */
 const isEligible = (principal: Principal): boolean => principal.homeGroup === undefined;
-
-function toGroupAccessRequest(row: PendingAccessRequestRow): GroupAccessRequest {
-  return create(GroupAccessRequestSchema, {
-    uid: row.uid,
-    groupUid: row.groupUid,
-    identityUid: row.identityUid,
-    identityName: row.identityName,
-    identityEmail: row.identityEmail,
-    createTime: timestampFromDate(row.createTime),
-    requestTime: timestampFromDate(row.requestTime),
-  });
-}
 
 function humanDuration(ms: number): string {
   const minutes = Math.ceil(ms / 60_000);

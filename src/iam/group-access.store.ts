@@ -2,7 +2,7 @@
 // the first and the latest request time. A request is pending while its requester holds no role binding on
 // the group or an ancestor: a binding approves it, and the owners' list stops showing it.
 import { and, eq, getTableColumns, inArray, sql } from "drizzle-orm";
-import { groupAccessRequests, groups, identities, roleBindings } from "../db/schema/index.js";
+import { groupAccessRequests, groups, identities, roleBindings, type PendingAccessRequestRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { Executor } from "../kernel/store.js";
@@ -20,8 +20,6 @@ const pendingRowFields = {
   identityName: identities.name,
   identityEmail: identities.email,
 };
-
-export type PendingAccessRequestRow = typeof groupAccessRequests.$inferSelect & { identityName: string; identityEmail: string };
 
 /** The requester holds no role binding on the requested group or an ancestor. */
 const pending = sql`not exists (select 1 from ${roleBindings} where ${roleBindings.identityUid} = ${groupAccessRequests.identityUid}

@@ -92,7 +92,10 @@ export const identityProviderList = defineListSpec({
   defaultOrder: "name",
 });
 
-/** The provider as a client may write it on create: output-only fields dropped. */
+/**
+ * The provider as a client may write it on create: output-only fields dropped. (Not writableOf: that applies
+ * the update rules, which refuse setting the IMMUTABLE correlation_rule; a create sets it.)
+ */
 function writable(p: IdentityProvider): IdentityProvider {
   return create(IdentityProviderSchema, {
     name: p.name,

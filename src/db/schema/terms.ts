@@ -57,3 +57,5 @@ export const groupAccessRequests = pgTable(
 
 export type TermsAcceptanceRow = typeof termsAcceptances.$inferSelect;
 export type GroupAccessRequestRow = typeof groupAccessRequests.$inferSelect;
+/** A pending access request with its requester's name and email (the owners' list). */
+export type PendingAccessRequestRow = GroupAccessRequestRow & { identityName: string; identityEmail: string };
