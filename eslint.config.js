@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["gen/**", "node_modules/**", "drizzle/**", ".data/**"] },
+  { ignores: ["gen/**", "node_modules/**", "drizzle/**", ".data/**", "dist/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -38,12 +38,12 @@ import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
 import { DEFAULT_DELIVERY_OPTIONS } from "../src/config.js";
 import { withScratchDatabase } from "./database.js";
-import { cpuSecondsOf, startApiServer, startScript } from "./processes.js";
+import { BENCH_APPLICATION, backendPids, cpuSecondsOf } from "./cpu.js";
+import { startApiServer, startScript } from "./processes.js";
 
 const ISSUER = "https://bench.events.invalid";
 const TYPE = "dev.chainguard.api.platform.registry.repo.created.v1";
 const METHOD = "/chainguard.platform.registry.v2.ReposService/CreateRepo";
-const BENCH_APPLICATION = "bench-events";
 /** A measurement that makes no progress for this long has failed. */
 const STALL_MS = 60_000;
 
@@ -166,11 +166,8 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
     await client.next(); // ready
 
     const backendCpu = async (): Promise<Map<number, number>> => {
-      const backends = await sqlc<{ pid: number }[]>`
-        select pid from pg_stat_activity
-        where datname = current_database() and backend_type = 'client backend' and application_name <> ${BENCH_APPLICATION}`;
       const cpu = new Map<number, number>();
-      for (const { pid } of backends) {
+      for (const pid of await backendPids(sqlc, { not: BENCH_APPLICATION })) {
         try {
           cpu.set(pid, cpuSecondsOf(pid));
         } catch {

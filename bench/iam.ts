@@ -10,8 +10,9 @@ import { openPostgres } from "../src/db/client.js";
 import { ensureSecret } from "../src/db/secrets.js";
 import { managedRole } from "../src/iam/managed-roles.js";
 import { setLogLevel } from "../src/kernel/log.js";
+import { BENCH_APPLICATION, backendsCpu, processCpu, selfCpu, type CpuMeter } from "./cpu.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
-import { grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
+import { cpuCell, grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
 import { startApiServer } from "./processes.js";
 
 const ISSUER = "https://bench.iam.invalid";
@@ -34,7 +35,7 @@ async function measureOn(url: string, opts: IamBenchOptions): Promise<void> {
   try {
     const database = await openPostgres(url, { max: 2 });
     cleanups.push(() => database.close());
-    const sqlc = postgres(url, { max: 10, onnotice: () => {} });
+    const sqlc = postgres(url, { max: 10, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
     cleanups.push(() => sqlc.end({ timeout: 5 }));
 
     // An organization owned by the caller, with `bindings` identities bound as viewers, set-based.
@@ -56,6 +57,12 @@ async function measureOn(url: string, opts: IamBenchOptions): Promise<void> {
 
     const api = await startApiServer({ DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
     cleanups.push(() => api.stop());
+    // BENCH_BEFORE_ROOT names another checkout (the code before a change): its server is measured too.
+    const beforeRoot = process.env.BENCH_BEFORE_ROOT;
+    const before = beforeRoot
+      ? await startApiServer({ DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { root: beforeRoot })
+      : undefined;
+    if (before) cleanups.push(() => before.stop());
 
     // The SQL the server runs for these calls, written out and run raw by the load generator.
     const grants = () => sqlc`
@@ -84,8 +91,15 @@ async function measureOn(url: string, opts: IamBenchOptions): Promise<void> {
 
     const rows: Array<{ name: string; result: Result; versus?: string }> = [];
     const load = { seconds: opts.seconds, concurrency: opts.concurrency, warmupSeconds: Math.max(1, opts.seconds / 3) };
+    // CPU per request: the server and the PostgreSQL backends serving it; for raw SQL, the load generator
+    // (its closed loop included) and the backends of its pool.
+    const meter = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
+    cleanups.push(() => meter.end({ timeout: 5 }));
+    const apiCpu: CpuMeter[] = [processCpu("server", api.serverPid), backendsCpu("PostgreSQL", meter, { not: BENCH_APPLICATION })];
+    const rawCpu: CpuMeter[] = [selfCpu("client"), backendsCpu("PostgreSQL", meter, { only: BENCH_APPLICATION })];
+    const beforeCpu: CpuMeter[] = before ? [processCpu("server", before.serverPid), backendsCpu("PostgreSQL", meter, { not: BENCH_APPLICATION })] : [];
     const run = async (label: string, send: () => Send, versus?: string) => {
-      const result = await measure(label, send, load);
+      const result = await measure(label, send, { ...load, cpu: label.startsWith("before:") ? beforeCpu : versus ? apiCpu : rawCpu });
       rows.push({ name: label, result, ...(versus ? { versus } : {}) });
       process.stderr.write(`  measured ${label}: ${result.rps.toFixed(0)} req/s, ${result.errors} errors\n`);
     };
@@ -105,16 +119,33 @@ async function measureOn(url: string, opts: IamBenchOptions): Promise<void> {
       http1Sender(api.port, "GET", `/iam/v2/roleBindings?uidp.descendants_of=${org}&page_size=${PAGE}`, undefined, auth),
       "raw SQL: grants + page + count",
     );
+    if (before) {
+      await run("before: GetGroup (gRPC)", grpcMessageSender(before.port, GET_GROUP, GetGroupRequestSchema, { uid: org }, auth), "raw SQL: grants + group");
+      await run("before: GetGroup (REST)", http1Sender(before.port, "GET", `/iam/v2/groups/${org}`, undefined, auth), "raw SQL: grants + group");
+      await run(
+        "before: ListRoleBindings page (gRPC)",
+        grpcMessageSender(before.port, LIST_BINDINGS, ListRoleBindingsRequestSchema, { uidp: { descendantsOf: org }, pageSize: PAGE }, auth),
+        "raw SQL: grants + page + count",
+      );
+      await run(
+        "before: ListRoleBindings page (REST)",
+        http1Sender(before.port, "GET", `/iam/v2/roleBindings?uidp.descendants_of=${org}&page_size=${PAGE}`, undefined, auth),
+        "raw SQL: grants + page + count",
+      );
+    }
 
     const byName = new Map(rows.map((r) => [r.name, r.result]));
     console.log(
       `\nIAM, ${opts.bindings} role bindings in one organization, ${opts.concurrency} concurrent clients, ${opts.seconds}s each, node ${process.version}, load average ${loadavg()[0]!.toFixed(2)}\n`,
     );
-    console.log("| target | req/s | p50 ms | p99 ms | × raw SQL | errors |\n|---|---:|---:|---:|---:|---:|");
+    console.log(
+      "| target | req/s | p50 ms | p99 ms | server CPU ms/req | client CPU ms/req | PostgreSQL CPU ms/req | × raw SQL | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    );
     for (const r of rows) {
       const base = r.versus ? byName.get(r.versus) : undefined;
       const ratio = base ? (r.result.rps / base.rps).toFixed(2) : "";
-      console.log(`| ${r.name} | ${r.result.rps.toFixed(0)} | ${r.result.p50.toFixed(2)} | ${r.result.p99.toFixed(2)} | ${ratio} | ${r.result.errors} |`);
+      const cpu = ["server", "client", "PostgreSQL"].map((l) => cpuCell(r.result, l)).join(" | ");
+      console.log(`| ${r.name} | ${r.result.rps.toFixed(0)} | ${r.result.p50.toFixed(2)} | ${r.result.p99.toFixed(2)} | ${cpu} | ${ratio} | ${r.result.errors} |`);
     }
   } finally {
     for (const c of cleanups.reverse()) await c().catch(() => {});

@@ -4,6 +4,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import { create, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import { metered, type CpuMeter } from "./cpu.js";
 
 export interface Result {
   name: string;
@@ -13,6 +14,8 @@ export interface Result {
   rps: number;
   p50: number;
   p99: number;
+  /** CPU time per request in ms, by meter label (the server, PostgreSQL's backends, ...), over the measured window. */
+  cpu: Record<string, number>;
 }
 
 export type Send = () => Promise<boolean>;
@@ -33,7 +36,15 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
-export async function measure(name: string, makeSend: () => Send, opts: { concurrency: number; seconds: number; warmupSeconds: number }): Promise<Result> {
+export interface MeasureOptions {
+  concurrency: number;
+  seconds: number;
+  warmupSeconds: number;
+  /** Whose CPU to read over the measured window (not the warm-up); each gives Result.cpu its label. */
+  cpu?: readonly CpuMeter[];
+}
+
+export async function measure(name: string, makeSend: () => Send, opts: MeasureOptions): Promise<Result> {
   const send = makeSend();
   const run = async (seconds: number, record: boolean) => {
     const latencies: number[] = [];
@@ -47,9 +58,21 @@ export async function measure(name: string, makeSend: () => Send, opts: { concur
     return { latencies, errors, elapsed };
   };
   await run(opts.warmupSeconds, false);
-  const { latencies, errors, elapsed } = await run(opts.seconds, true);
+  const { value, cpu } = await metered(opts.cpu ?? [], () => run(opts.seconds, true));
+  const { latencies, errors, elapsed } = value;
   latencies.sort((a, b) => a - b);
-  return { name, requests: latencies.length, errors, seconds: elapsed, rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  const n = Math.max(1, latencies.length);
+  const perRequest = Object.fromEntries(Object.entries(cpu).map(([label, s]) => [label, (s * 1000) / n]));
+  return {
+    name,
+    requests: latencies.length,
+    errors,
+    seconds: elapsed,
+    rps: latencies.length / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpu: perRequest,
+  };
 }
 
 /** HTTP/1.1 keep-alive requests (REST, Connect JSON, the bare server). */
@@ -111,16 +134,29 @@ export function sqlSender(run: () => PromiseLike<readonly unknown[]>, expectRows
   return () => async () => (await run()).length === expectRows;
 }
 
+/** The CPU labels measured in any of the results, in the order first met. */
+export function cpuLabels(results: readonly Result[]): string[] {
+  return [...new Set(results.flatMap((r) => Object.keys(r.cpu)))];
+}
+
+/** CPU ms per request, "" when the label was not measured for this row. */
+export function cpuCell(r: Result, label: string): string {
+  const v = r.cpu[label];
+  return v === undefined ? "" : v.toFixed(3);
+}
+
 export function table(results: Result[], baseline: Result): string {
+  const labels = cpuLabels(results);
   const rows = results.map((r) => [
     r.name,
     r.rps.toFixed(0),
     r.p50.toFixed(2),
     r.p99.toFixed(2),
+    ...labels.map((l) => cpuCell(r, l)),
     (r.rps / baseline.rps).toFixed(2),
     String(r.errors),
   ]);
-  const head = ["target", "req/s", "p50 ms", "p99 ms", `x ${baseline.name}`, "errors"];
+  const head = ["target", "req/s", "p50 ms", "p99 ms", ...labels.map((l) => `${l} CPU ms/req`), `x ${baseline.name}`, "errors"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");

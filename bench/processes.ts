@@ -7,7 +7,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const root = new URL("..", import.meta.url).pathname;
+const ownRoot = new URL("..", import.meta.url).pathname;
+const root = ownRoot;
 const tsx = join(root, "node_modules", ".bin", "tsx");
 
 export async function freePort(): Promise<number> {
@@ -49,17 +50,7 @@ export function serverPidOf(child: ChildProcess): number {
   }
 }
 
-/**
- * The CPU time a process has used so far (user + system, every thread), in seconds, from /proc/<pid>/stat
- * (Linux; in clock ticks of 1/100 s).
- */
-export function cpuSecondsOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  // The fields after the command name (in parentheses, which may hold spaces): utime and stime are the
-  // 14th and 15th fields of the line, the 12th and 13th after ")".
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
+export { cpuSecondsOf } from "./cpu.js";
 
 /** The resident set size of a process in bytes, from /proc/<pid>/status (Linux). */
 export function residentBytes(pid: number): number {
@@ -74,8 +65,11 @@ export function residentBytes(pid: number): number {
  */
 export async function startApiServer(
   env: Record<string, string> = {},
-  opts: { quiet?: boolean; nodeArgs?: string[] } = {},
+  opts: { quiet?: boolean; nodeArgs?: string[]; root?: string } = {},
 ): Promise<Child & { port: number; serverPid: number }> {
+  // root: another checkout's server (e.g. the code before a change, to measure both in one run).
+  const root = opts.root ?? ownRoot;
+  const tsx = join(root, "node_modules", ".bin", "tsx");
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
   // quiet: the server's stdout (development mode prints a login token there) is dropped; its log (stderr) stays.
@@ -174,11 +168,11 @@ export interface BarePorts {
   connectHttp2: number;
 }
 
-export async function startBareServer(): Promise<Child & BarePorts> {
+export async function startBareServer(): Promise<Child & BarePorts & { pid: number }> {
   const child = spawn(tsx, [join(root, "bench/bare-server.ts")], { stdio: ["ignore", "pipe", "inherit"] });
   const ports = await new Promise<BarePorts>((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`bare server exited with ${code}`)));
     child.stdout!.once("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as BarePorts));
   });
-  return { process: child, ...ports, stop: () => stopChild(child) };
+  return { process: child, ...ports, pid: serverPidOf(child), stop: () => stopChild(child) };
 }

@@ -22,27 +22,30 @@
 //   - The cost of the parts of a page, in this process (CPU time per page, 16 in flight): the raw read, the
 //     store's read through Drizzle, the rows mapped to messages, the response encoded by protobuf-es.
 import { loadavg } from "node:os";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary, toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import postgres from "postgres";
 import { RelationshipType } from "../gen/chainguard/platform/iam/v2/identities_pb.js";
-import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { GetRepoRequestSchema, RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { GetTagRequestSchema, ListTagsRequestSchema, ListTagsResponseSchema, TagsService } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { openPostgres } from "../src/db/client.js";
 import { groups, identities, repos, roleBindings } from "../src/db/schema/index.js";
 import { ensureSecret } from "../src/db/secrets.js";
 import { ensureManagedRoles, managedRole } from "../src/iam/managed-roles.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
+import { JWKS_PATH } from "../src/server/oidc-routes.js";
 import { createListPlanner, decodePageToken, encodePageToken, pageFields } from "../src/kernel/list/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
 import { toTag } from "../src/registry/tags.mapper.js";
 import { listFilterOf, tagList } from "../src/registry/tags.service.js";
 import { createTagStore } from "../src/registry/tags.store.js";
+import { BENCH_APPLICATION, backendsCpu, processCpu, selfCpu, type CpuMeter } from "./cpu.js";
 import { withScratchDatabase } from "./database.js";
-import { grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
-import { startApiServer, startBareServer } from "./processes.js";
+import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
+import { PEER_APPLICATION } from "./peer-reads.js";
+import { startApiServer, startBareServer, startScript } from "./processes.js";
 
 const ISSUER = "https://bench.registry.invalid";
 const LIST_TAGS = "/chainguard.platform.registry.v2.TagsService/ListTags";
@@ -50,6 +53,10 @@ const GET_TAG = "/chainguard.platform.registry.v2.TagsService/GetTag";
 const GET_REPO = "/chainguard.platform.registry.v2.ReposService/GetRepo";
 const PING = "/chainguard.platform.ping.v2.PingService/Ping";
 const PAGE = 50;
+/** Interleaved rounds of the server, its peers and the baselines; each row the median of its rounds. */
+const ROUNDS = 3;
+const PING_GRPC = "Ping (gRPC): no database, no credentials";
+const PING_REST = "Ping (REST): no database, no credentials";
 
 export interface RegistryBenchOptions {
   seconds: number;
@@ -156,20 +163,85 @@ async function cpuPerCall(f: () => unknown, calls: number, inFlight = 16): Promi
   return (used.user + used.system) / (inFlight * Math.ceil(calls / inFlight));
 }
 
-function printTable(rows: Row[]): string {
+/** "server 0.412 ms/req, PostgreSQL 0.101 ms/req". */
+function cpuSummary(r: Result): string {
+  return Object.entries(r.cpu)
+    .map(([label, ms]) => `${label} ${ms.toFixed(3)} ms/req`)
+    .join(", ");
+}
+
+const CPU_LABELS = ["server", "client", "PostgreSQL"];
+
+/** The median of each column over the rounds of one target (errors: their sum). */
+function medianOf(results: readonly Result[]): Result {
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted.length >> 1;
+    return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  };
+  const first = results[0]!;
+  return {
+    ...first,
+    requests: median(results.map((r) => r.requests)),
+    errors: results.reduce((a, r) => a + r.errors, 0),
+    rps: median(results.map((r) => r.rps)),
+    p50: median(results.map((r) => r.p50)),
+    p99: median(results.map((r) => r.p99)),
+    cpu: Object.fromEntries(Object.keys(first.cpu).map((l) => [l, median(results.map((r) => r.cpu[l]!))])),
+  };
+}
+
+/**
+ * Whether the peers answer what the server answers: the same JSON over REST and the same messages over gRPC,
+ * the page token aside (each signs its own; both must give one).
+ */
+async function checkPeers(c: {
+  base: string;
+  fastifyPort: number;
+  grpcPeerPort: number;
+  auth: Record<string, string>;
+  restPage1: string;
+  restRepo: string;
+  listRequest: MessageInitShape<typeof ListTagsRequestSchema>;
+  repoUid: string;
+}): Promise<string[]> {
+  const notes: string[] = [];
+  const withoutToken = (v: { nextPageToken?: string }) => {
+    const { nextPageToken, ...rest } = v;
+    return JSON.stringify({ ...rest, tokenGiven: Boolean(nextPageToken) });
+  };
+  const rest = async (origin: string, path: string) => (await (await fetch(`${origin}${path}`, { headers: c.auth })).json()) as { nextPageToken?: string };
+  const peerOrigin = `http://127.0.0.1:${c.fastifyPort}`;
+  const same = (a: string, b: string) => (a === b ? "the same" : `DIFFERENT:\n    server ${a.slice(0, 400)}\n    peer   ${b.slice(0, 400)}`);
+  notes.push(`Fastify peer, ListTags page 1 JSON (token aside) against the server's REST: ${same(withoutToken(await rest(c.base, c.restPage1)), withoutToken(await rest(peerOrigin, c.restPage1)))}`);
+  notes.push(`Fastify peer, GetRepo JSON against the server's REST: ${same(JSON.stringify(await rest(c.base, c.restRepo)), JSON.stringify(await rest(peerOrigin, c.restRepo)))}`);
+  const server = createGrpcTransport({ baseUrl: c.base });
+  const peer = createGrpcTransport({ baseUrl: `http://127.0.0.1:${c.grpcPeerPort}` });
+  const list = async (t: typeof server) => toJson(ListTagsResponseSchema, await createClient(TagsService, t).listTags(c.listRequest, { headers: c.auth })) as { nextPageToken?: string };
+  const repo = async (t: typeof server) => JSON.stringify(toJson(RepoSchema, await createClient(ReposService, t).getRepo({ uid: c.repoUid }, { headers: c.auth })));
+  notes.push(`grpc-js peer, ListTags page 1 message (token aside) against the server's gRPC: ${same(withoutToken(await list(server)), withoutToken(await list(peer)))}`);
+  notes.push(`grpc-js peer, GetRepo message against the server's gRPC: ${same(await repo(server), await repo(peer))}`);
+  return notes;
+}
+
+function printTable(rows: Row[], ping: Result | undefined): string {
   const byName = new Map(rows.map((r) => [r.name, r.result]));
+  const pingCpu = ping?.cpu.server;
   const cells = rows.map((r) => {
     const base = r.versus ? byName.get(r.versus) : undefined;
+    const server = r.result.cpu.server;
     return [
       r.name,
       r.result.rps.toFixed(0),
       r.result.p50.toFixed(2),
       r.result.p99.toFixed(2),
+      ...CPU_LABELS.map((l) => cpuCell(r.result, l)),
+      server !== undefined && pingCpu ? (server / pingCpu).toFixed(2) : "",
       base ? (r.result.rps / base.rps).toFixed(2) : "",
       String(r.result.errors),
     ];
   });
-  const head = ["target", "req/s", "p50 ms", "p99 ms", "x baseline", "errors"];
+  const head = ["target", "req/s", "p50 ms", "p99 ms", ...CPU_LABELS.map((l) => `${l} CPU ms/req`), "server CPU x Ping", "x baseline", "errors"];
   const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n");
@@ -191,7 +263,7 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     const database = await openPostgres(scratchUrl, { max: 10 });
     cleanups.push(() => database.close());
     // The raw-SQL baselines get a pool as large as the API server's own (10 connections).
-    const sqlc = postgres(scratchUrl, { max: 10, onnotice: () => {} });
+    const sqlc = postgres(scratchUrl, { max: 10, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
     cleanups.push(() => sqlc.end({ timeout: 5 }));
 
     const seeded = await seed(sqlc, database, opts);
@@ -213,6 +285,13 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     cleanups.push(() => api.stop());
     const bare = await startBareServer();
     cleanups.push(() => bare.stop());
+    // BENCH_BEFORE_ROOT names another checkout (the code before a change): its server runs on the same
+    // database, and its Ping, ListTags and GetRepo are measured in the same rounds, as "before" rows.
+    const beforeRoot = process.env.BENCH_BEFORE_ROOT;
+    const before = beforeRoot
+      ? await startApiServer({ DATABASE_URL: scratchUrl, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { root: beforeRoot })
+      : undefined;
+    if (before) cleanups.push(() => before.stop());
     const base = `http://127.0.0.1:${api.port}`;
 
     // Check the answers once before measuring them, and make the deep page's token.
@@ -235,12 +314,64 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     }
     for (const n of notes) say(`  ${n}`);
 
+    // The peers: the same reads served by Fastify and by grpc-js (peer-*.ts), each its own process.
+    const peerConfig = JSON.stringify({ databaseUrl: scratchUrl, issuer: ISSUER, jwksUrl: `${base}${JWKS_PATH}` });
+    const fastify = await startScript("bench/peer-fastify.ts", [peerConfig]);
+    cleanups.push(() => fastify.stop());
+    const fastifyPort = (JSON.parse(await fastify.next()) as { port: number }).port;
+    const grpcPeer = await startScript("bench/peer-grpc.ts", [peerConfig]);
+    cleanups.push(() => grpcPeer.stop());
+    const grpcPeerPort = (JSON.parse(await grpcPeer.next()) as { port: number }).port;
+    const restPage1 = `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`;
+    const restRepo = `/registry/v2/repos/${repoUid}`;
+    for (const n of await checkPeers({ base, fastifyPort, grpcPeerPort, auth, restPage1, restRepo, listRequest, repoUid })) {
+      notes.push(n);
+      say(`  ${n}`);
+    }
+
     const load = { seconds: opts.seconds, concurrency: opts.concurrency, warmupSeconds: Math.max(1, opts.seconds / 3) };
+    // CPU per request: the process answering and the PostgreSQL backends serving it; for raw SQL, the load
+    // generator (its closed loop included) and the backends of its pool.
+    const meter = postgres(scratchUrl, { max: 1, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
+    cleanups.push(() => meter.end({ timeout: 5 }));
+    const apiCpu: CpuMeter[] = [processCpu("server", api.serverPid), backendsCpu("PostgreSQL", meter, { not: [BENCH_APPLICATION, PEER_APPLICATION] })];
+    const rawCpu: CpuMeter[] = [selfCpu("client"), backendsCpu("PostgreSQL", meter, { only: BENCH_APPLICATION })];
+    const bareCpu: CpuMeter[] = [processCpu("server", bare.pid)];
+    const fastifyCpu: CpuMeter[] = [processCpu("server", fastify.pid), backendsCpu("PostgreSQL", meter, { only: PEER_APPLICATION })];
+    const grpcPeerCpu: CpuMeter[] = [processCpu("server", grpcPeer.pid), backendsCpu("PostgreSQL", meter, { only: PEER_APPLICATION })];
+    const beforeCpu: CpuMeter[] = before ? [processCpu("server", before.serverPid), backendsCpu("PostgreSQL", meter, { not: [BENCH_APPLICATION, PEER_APPLICATION] })] : [];
+    const cpuOf = (name: string) =>
+      name.startsWith("raw SQL")
+        ? rawCpu
+        : name.startsWith("bare")
+          ? bareCpu
+          : name.startsWith("Fastify")
+            ? fastifyCpu
+            : name.startsWith("grpc-js")
+              ? grpcPeerCpu
+              : name.startsWith("before:")
+                ? beforeCpu
+                : apiCpu;
     const rows: Row[] = [];
     const run = async (name: string, send: () => Send, versus?: string) => {
-      const result = await measure(name, send, load);
+      const result = await measure(name, send, { ...load, cpu: cpuOf(name) });
       rows.push({ name, result, ...(versus ? { versus } : {}) });
-      say(`  measured ${name}: ${result.rps.toFixed(0)} req/s${result.errors ? `, ${result.errors} errors` : ""}`);
+      say(`  measured ${name}: ${result.rps.toFixed(0)} req/s${result.errors ? `, ${result.errors} errors` : ""}, ${cpuSummary(result)}`);
+    };
+    /**
+     * The targets measured in turn, `ROUNDS` times over (so a slow moment of the machine spreads over all of
+     * them instead of landing on one), each row the median of its rounds, column by column.
+     */
+    const interleaved = async (targets: readonly [name: string, send: () => Send, versus?: string][], concurrency: number) => {
+      const results = new Map<string, Result[]>();
+      for (let round = 1; round <= ROUNDS; round++) {
+        for (const [name, send] of targets) {
+          const result = await measure(name, send, { ...load, concurrency, cpu: cpuOf(name) });
+          results.set(name, [...(results.get(name) ?? []), result]);
+          say(`  round ${round}: ${name}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms${result.errors ? `, ${result.errors} errors` : ""}, ${cpuSummary(result)}`);
+        }
+      }
+      for (const [name, , versus] of targets) rows.push({ name, result: medianOf(results.get(name)!), ...(versus ? { versus } : {}) });
     };
 
     const rawPage1 = "raw SQL keyset page 1 + total";
@@ -257,38 +388,49 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
       sqlc`select *, (select coalesce(sum(count), 0) from tag_counts where repo_uid = ${repoUid} and kind = 0)::text as total
            from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${""} order by uid limit ${PAGE + 1}`;
     const rawDeepQuery = () => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 and uid > ${midUid} order by uid limit ${PAGE + 1}`;
-    const restPage1 = `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`;
     const page1Grpc = () => grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth);
     const deepGrpc = () => grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, pageToken: deepToken }, auth);
+    const page1Targets = (suffix: string, versus: string): [string, () => Send, string][] => [
+      [`ListTags page 1 (gRPC)${suffix}`, page1Grpc(), versus],
+      [`grpc-js peer ListTags page 1${suffix}`, grpcMessageSender(grpcPeerPort, LIST_TAGS, ListTagsRequestSchema, listRequest, auth), versus],
+      [`ListTags page 1 (REST)${suffix}`, http1Sender(api.port, "GET", restPage1, undefined, auth), versus],
+      [`Fastify peer ListTags page 1${suffix}`, http1Sender(fastifyPort, "GET", restPage1, undefined, auth), versus],
+    ];
 
-    await run(rawPage1, sqlSender(rawPage1Query, PAGE + 1));
-    await run(`ListTags page 1 (gRPC)`, page1Grpc(), rawPage1);
-    await run("ListTags page 1 (REST)", http1Sender(api.port, "GET", restPage1, undefined, auth), rawPage1);
+    // The server, its peers and the baselines, interleaved: 16 clients, then one client.
+    await interleaved(
+      [
+        [rawPage1, sqlSender(rawPage1Query, PAGE + 1)],
+        ...page1Targets("", rawPage1),
+        [rawRepo, sqlSender(() => sqlc`select * from repos where uid = ${repoUid}`, 1)],
+        ["GetRepo (gRPC)", grpcMessageSender(api.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo],
+        ["grpc-js peer GetRepo", grpcMessageSender(grpcPeerPort, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo],
+        ["GetRepo (REST)", http1Sender(api.port, "GET", restRepo, undefined, auth), rawRepo],
+        ["Fastify peer GetRepo", http1Sender(fastifyPort, "GET", restRepo, undefined, auth), rawRepo],
+        [bareName, http1Sender(bare.http1, "GET", "/ping/v2/ping")],
+        [PING_GRPC, grpcSender(api.port, PING), bareName],
+        [PING_REST, http1Sender(api.port, "GET", "/ping/v2/ping"), bareName],
+        ...(before
+          ? ([
+              ["before: ListTags page 1 (gRPC)", grpcMessageSender(before.port, LIST_TAGS, ListTagsRequestSchema, listRequest, auth), rawPage1],
+              ["before: ListTags page 1 (REST)", http1Sender(before.port, "GET", restPage1, undefined, auth), rawPage1],
+              ["before: GetRepo (gRPC)", grpcMessageSender(before.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo],
+              ["before: GetRepo (REST)", http1Sender(before.port, "GET", restRepo, undefined, auth), rawRepo],
+              [`before: ${PING_GRPC}`, grpcSender(before.port, PING), bareName],
+              [`before: ${PING_REST}`, http1Sender(before.port, "GET", "/ping/v2/ping"), bareName],
+            ] as [string, () => Send, string][])
+          : []),
+      ],
+      opts.concurrency,
+    );
+    const rawPage1One = `${rawPage1}, 1 client`;
+    await interleaved([[rawPage1One, sqlSender(rawPage1Query, PAGE + 1)], ...page1Targets(", 1 client", rawPage1One)], 1);
+
+    // Once each: the deep page, skip, GetTag.
     await run(rawDeep, sqlSender(rawDeepQuery, PAGE + 1));
     await run(`ListTags page ${pageNumber} (gRPC)`, deepGrpc(), rawDeep);
     await run(rawOffset, sqlSender(() => sqlc`select * from tags where repo_uid = ${repoUid} and kind = 0 order by uid limit ${PAGE + 1} offset 10000`, PAGE + 1));
     await run("ListTags skip=10000 (gRPC)", grpcMessageSender(api.port, LIST_TAGS, ListTagsRequestSchema, { ...listRequest, skip: 10_000 }, auth), rawOffset);
-
-    // One client: the time one page takes, with nothing queued in front of it.
-    const one = { ...load, concurrency: 1 };
-    const runOne = async (name: string, send: () => Send, versus?: string) => {
-      const result = await measure(name, send, one);
-      rows.push({ name, result, ...(versus ? { versus } : {}) });
-      say(`  measured ${name}: ${result.rps.toFixed(0)} req/s, p50 ${result.p50.toFixed(2)} ms`);
-    };
-    const rawPage1One = `${rawPage1}, 1 client`;
-    const rawDeepOne = `${rawDeep}, 1 client`;
-    await runOne(rawPage1One, sqlSender(rawPage1Query, PAGE + 1));
-    await runOne("ListTags page 1 (gRPC), 1 client", page1Grpc(), rawPage1One);
-    await runOne("ListTags page 1 (REST), 1 client", http1Sender(api.port, "GET", restPage1, undefined, auth), rawPage1One);
-    await runOne(rawDeepOne, sqlSender(rawDeepQuery, PAGE + 1));
-    await runOne(`ListTags page ${pageNumber} (gRPC), 1 client`, deepGrpc(), rawDeepOne);
-
-    await run(bareName, http1Sender(bare.http1, "GET", "/ping/v2/ping"));
-    await run("Ping (gRPC): no database, no credentials", grpcSender(api.port, PING), bareName);
-    await run(rawRepo, sqlSender(() => sqlc`select * from repos where uid = ${repoUid}`, 1));
-    await run("GetRepo (gRPC)", grpcMessageSender(api.port, GET_REPO, GetRepoRequestSchema, { uid: repoUid }, auth), rawRepo);
-    await run("GetRepo (REST)", http1Sender(api.port, "GET", `/registry/v2/repos/${repoUid}`, undefined, auth), rawRepo);
     await run(rawTag, sqlSender(() => sqlc`select * from tags where uid = ${tagUid}`, 1));
     await run("GetTag (gRPC)", grpcMessageSender(api.port, GET_TAG, GetTagRequestSchema, { uid: tagUid }, auth), rawTag);
     await run("GetTag (REST)", http1Sender(api.port, "GET", `/registry/v2/tags/${tagUid}`, undefined, auth), rawTag);
@@ -315,16 +457,29 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     console.log(
       `\nRegistry, ${opts.tags} tags in one repo, PostgreSQL ${(await sqlc<{ v: string }[]>`select current_setting('server_version') as v`)[0]!.v}, ` +
         `${opts.concurrency} concurrent clients, ${opts.seconds}s each, node ${process.version}, ${new Date().toISOString()}, ` +
-        `load average ${loadBefore.toFixed(2)} at the start\n`,
+        `load average ${loadBefore.toFixed(2)} at the start and ${loadavg()[0]!.toFixed(2)} at the end\n`,
     );
     console.log(`seeding: ${seeded.seedSeconds.toFixed(1)}s for ${opts.tags} tags (${opts.keepIndexes ? "indexes in place" : "secondary indexes dropped and rebuilt"})`);
     for (const n of notes) console.log(n);
-    console.log("");
-    console.log(printTable(rows));
+    console.log(`\nThe first ${rows.length - 7} rows: medians of ${ROUNDS} interleaved rounds; the last 7 measured once.\n`);
+    console.log(printTable(rows, get(PING_GRPC)));
     console.log(`\nListTags page ${pageNumber} / page 1: ${(deep.rps / page1.rps).toFixed(2)}x the throughput`);
+    console.log("\nGoals (ratios within this run):");
+    const cpuRatio = (a: string, b: string) => (get(a).cpu.server! / get(b).cpu.server!).toFixed(2);
+    console.log(`  ListTags page server CPU / Ping's: gRPC ${cpuRatio("ListTags page 1 (gRPC)", PING_GRPC)}, REST ${cpuRatio("ListTags page 1 (REST)", PING_REST)} (goal <= 3)`);
+    console.log(`  GetRepo server CPU / Ping's: gRPC ${cpuRatio("GetRepo (gRPC)", PING_GRPC)}, REST ${cpuRatio("GetRepo (REST)", PING_REST)} (goal <= 1.2)`);
+    const above = (n: string) => (get(n).p50 - get(rawPage1One).p50).toFixed(2);
+    console.log(`  one client, ListTags p50 above its raw SQL: gRPC ${above("ListTags page 1 (gRPC), 1 client")} ms, REST ${above("ListTags page 1 (REST), 1 client")} ms (goal <= 1.5)`);
+    const versus = (a: string, b: string) => (get(a).rps / get(b).rps).toFixed(2);
+    console.log(`  REST / Fastify req/s: ListTags ${versus("ListTags page 1 (REST)", "Fastify peer ListTags page 1")}, GetRepo ${versus("GetRepo (REST)", "Fastify peer GetRepo")} (goal >= 0.8)`);
+    console.log(`  gRPC / grpc-js req/s: ListTags ${versus("ListTags page 1 (gRPC)", "grpc-js peer ListTags page 1")}, GetRepo ${versus("GetRepo (gRPC)", "grpc-js peer GetRepo")} (goal >= 1)`);
+    if (before) {
+      console.log(`  before (${beforeRoot}), the same ratios: ListTags/Ping CPU gRPC ${cpuRatio("before: ListTags page 1 (gRPC)", `before: ${PING_GRPC}`)}, REST ${cpuRatio("before: ListTags page 1 (REST)", `before: ${PING_REST}`)}; GetRepo/Ping CPU gRPC ${cpuRatio("before: GetRepo (gRPC)", `before: ${PING_GRPC}`)}, REST ${cpuRatio("before: GetRepo (REST)", `before: ${PING_REST}`)}`);
+      const cpuDrop = (n: string) => `${n} ${get(`before: ${n}`).cpu.server!.toFixed(3)} -> ${get(n).cpu.server!.toFixed(3)} ms`;
+      console.log(`  server CPU per request, before -> after: ${["ListTags page 1 (gRPC)", "ListTags page 1 (REST)", "GetRepo (gRPC)", "GetRepo (REST)", PING_GRPC, PING_REST].map(cpuDrop).join("; ")}`);
+    }
     console.log("\nCPU time per page-1 ListTags part, in the load generator's process, 16 in flight:");
     for (const [name, micros] of parts) console.log(`  ${name.padEnd(58)} ${(micros / 1000).toFixed(2)} ms`);
-    console.log(`x ${bareName} for GetRepo/GetTag: ${["GetRepo (gRPC)", "GetRepo (REST)", "GetTag (gRPC)", "GetTag (REST)"].map((n) => `${n} ${(get(n).rps / get(bareName).rps).toFixed(2)}`).join(", ")}`);
   } finally {
     for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));
   }

@@ -4,17 +4,26 @@
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 //   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
+//   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
+//   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
+//   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
+//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16]   (PostgreSQL too; the server under
+//     --cpu-prof for Ping, ListTags and GetRepo, its profile summarised by package and function)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
+import { benchAdvisoryDocuments } from "./advisory-documents.js";
+import { benchAdvisories } from "./advisories.js";
+import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
 import { benchIam } from "./iam.js";
 import { benchPing } from "./ping.js";
+import { benchProfile } from "./profile.js";
 import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -31,6 +40,9 @@ try {
       minutes: { type: "string", default: "10" },
       interval: { type: "string", default: "30" },
       warmup: { type: "string", default: "60" },
+      files: { type: "string", default: "1600" },
+      "list-advisories": { type: "string", default: "300000" },
+      runs: { type: "string", default: "7" },
     },
   });
 } catch (err) {
@@ -49,7 +61,14 @@ const sinkConcurrency = values["sink-concurrency"] === undefined ? undefined : N
 const minutes = Number(values.minutes);
 const interval = Number(values.interval);
 const warmup = Number(values.warmup);
+const files = Number(values.files);
+const listAdvisories = Number(values["list-advisories"]);
+const runs = Number(values.runs);
 if (
+  !Number.isInteger(files) ||
+  files < 1 ||
+  !Number.isInteger(listAdvisories) ||
+  listAdvisories < 1000 ||
   !(seconds(1) > 0) ||
   !Number.isInteger(concurrency(16)) ||
   concurrency(16) < 1 ||
@@ -62,7 +81,9 @@ if (
   (sinkConcurrency !== undefined && (!Number.isInteger(sinkConcurrency) || sinkConcurrency < 1)) ||
   !(minutes > 0) ||
   !(interval > 0) ||
-  !(warmup >= 0)
+  !(warmup >= 0) ||
+  !Number.isInteger(runs) ||
+  runs < 1
 ) {
   console.error(usage);
   process.exit(2);
@@ -73,10 +94,14 @@ const benches: Record<string, () => Promise<void>> = {
   registry: () => benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"] }),
   iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
+  "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
+  advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
+  "cold-start": () => benchColdStart({ runs }),
+  profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16) }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
-// With no name, every benchmark but the soak (it takes ten minutes: name it).
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak");
+// With no name, every benchmark but the soak (it takes ten minutes: name it) and the profile.
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {

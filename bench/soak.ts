@@ -36,6 +36,7 @@ import { newChildUid } from "../src/kernel/uidp.js";
 import { caller, protocols, type Protocol } from "../test/contract/harness.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
 import { closedLoop, percentile } from "./load.js";
+import { cpuSecondsOf } from "./cpu.js";
 import { residentBytes, startApiServer } from "./processes.js";
 
 const ISSUER = "https://bench.soak.invalid";
@@ -61,6 +62,8 @@ interface Interval {
   latencies: number[];
   errors: number;
   rss: number;
+  /** The server's CPU seconds (utime + stime, from /proc) over the interval. */
+  cpu: number;
 }
 
 /** What the run saw: latencies per interval, outcomes per protocol and method, one message per kind of error. */
@@ -86,8 +89,8 @@ class Tally {
     list.push(ms);
   }
 
-  /** Closes the current interval with a memory sample of the server. */
-  close(rss: number): Interval {
+  /** Closes the current interval with a memory sample of the server and the CPU it used in the interval. */
+  close(rss: number, cpu: number): Interval {
     const now = performance.now();
     const interval = {
       at: (now - this.started) / 1000,
@@ -95,6 +98,7 @@ class Tally {
       latencies: this.current.sort((a, b) => a - b),
       errors: this.currentErrors,
       rss,
+      cpu,
     };
     this.intervals.push(interval);
     this.current = [];
@@ -218,13 +222,21 @@ async function soakOn(url: string, opts: SoakOptions): Promise<void> {
     const report = (i: Interval) =>
       say(
         `  ${i.at.toFixed(0).padStart(5)}s  ${String(i.latencies.length).padStart(6)} calls  ${(i.latencies.length / i.seconds).toFixed(0).padStart(4)}/s  ` +
-          `p50 ${percentile(i.latencies, 50).toFixed(1)} ms  p99 ${percentile(i.latencies, 99).toFixed(1)} ms  errors ${i.errors}  RSS ${mb(i.rss)} MB`,
+          `p50 ${percentile(i.latencies, 50).toFixed(1)} ms  p99 ${percentile(i.latencies, 99).toFixed(1)} ms  errors ${i.errors}  RSS ${mb(i.rss)} MB  CPU ${cpuPerCall(i)} ms/call`,
       );
-    const ticker = setInterval(() => report(tally.close(residentBytes(api.serverPid))), opts.intervalSeconds * 1000);
+    // The server's CPU per interval, read beside its memory.
+    let cpuBefore = cpuSecondsOf(api.serverPid);
+    const sampleServer = (): [number, number] => {
+      const cpu = cpuSecondsOf(api.serverPid);
+      const used = cpu - cpuBefore;
+      cpuBefore = cpu;
+      return [residentBytes(api.serverPid), used];
+    };
+    const ticker = setInterval(() => report(tally.close(...sampleServer())), opts.intervalSeconds * 1000);
     const elapsed = await closedLoop(opts.concurrency, seconds, (w) => round(clients[w]!, org, ++rounds[w]!));
     clearInterval(ticker);
     // The last, partial interval (the rounds in flight at the deadline finish in it), sampled as the load stops.
-    report(tally.close(residentBytes(api.serverPid)));
+    report(tally.close(...sampleServer()));
     const loadEnd = loadavg()[0]!;
     printSummary(opts, tally, { elapsed, rounds: rounds.reduce((a, b) => a + b, 0), loadStart, loadEnd, idleRss: startRss });
     console.log(`left in the database after the load (the working set is bounded when all are 0): ${await leftBehind(url, org)}`);
@@ -248,6 +260,11 @@ async function leftBehind(url: string, org: string): Promise<string> {
   }
 }
 
+/** The server's CPU per call over an interval, in ms. */
+function cpuPerCall(i: Interval): string {
+  return ((i.cpu * 1000) / Math.max(1, i.latencies.length)).toFixed(3);
+}
+
 function printSummary(opts: SoakOptions, tally: Tally, run: { elapsed: number; rounds: number; loadStart: number; loadEnd: number; idleRss: number }): void {
   const all = tally.intervals.flatMap((i) => i.latencies).sort((a, b) => a - b);
   const errors = [...tally.outcomes].filter(([k]) => !k.endsWith(" OK"));
@@ -258,14 +275,17 @@ function printSummary(opts: SoakOptions, tally: Tally, run: { elapsed: number; r
   );
   console.log(
     `${all.length} calls in ${run.rounds} rounds (${(all.length / run.elapsed).toFixed(0)}/s), ${errorCount} errors; ` +
-      `p50 ${percentile(all, 50).toFixed(1)} ms, p99 ${percentile(all, 99).toFixed(1)} ms\n`,
+      `p50 ${percentile(all, 50).toFixed(1)} ms, p99 ${percentile(all, 99).toFixed(1)} ms; ` +
+      `server CPU ${((tally.intervals.reduce((a, i) => a + i.cpu, 0) * 1000) / Math.max(1, all.length)).toFixed(3)} ms per call\n`,
   );
-  console.log("| interval ends at | calls | calls/s | p50 ms | p99 ms | errors | server RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|");
+  console.log(
+    "| interval ends at | calls | calls/s | p50 ms | p99 ms | errors | server RSS MB | server CPU ms/call |\n|---:|---:|---:|---:|---:|---:|---:|---:|",
+  );
   for (const i of tally.intervals) {
     const warm = i.at < opts.warmupSeconds ? " (warm-up)" : "";
     console.log(
       `| ${i.at.toFixed(0)} s${warm} | ${i.latencies.length} | ${(i.latencies.length / i.seconds).toFixed(0)} | ${percentile(i.latencies, 50).toFixed(1)} | ` +
-        `${percentile(i.latencies, 99).toFixed(1)} | ${i.errors} | ${mb(i.rss)} |`,
+        `${percentile(i.latencies, 99).toFixed(1)} | ${i.errors} | ${mb(i.rss)} | ${cpuPerCall(i)} |`,
     );
   }
   console.log("\n| protocol | calls | p50 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|");

@@ -93,6 +93,22 @@ export interface Config {
   terms: TermsSettings;
   /** GROUP_ACCESS_REQUEST_WINDOW_MINUTES: how long a repeat of a group access request is refused (default 60). */
   groupAccessRequestWindowMs: number;
+  /**
+   * CORS_ALLOWED_ORIGINS: the browser origins (comma-separated, exact: scheme://host[:port]) whose pages may call
+   * the API (Connect-web, gRPC-web, fetch on REST paths); server/cors.ts. Default none: no CORS header at all.
+   */
+  corsAllowedOrigins: readonly string[];
+  /**
+   * Where Prometheus reads /metrics (server/metrics-route.ts). `listen`: METRICS_ADDR, a listener of its own,
+   * off the API port (default 127.0.0.1:9464; "off": none). `token`: METRICS_TOKEN, when set, also serves
+   * /metrics on the API port to requests bearing it (Authorization: Bearer <token>).
+   */
+  metrics: {
+    listen: { host: string; port: number } | undefined;
+    /** Whether METRICS_ADDR was set: a listener the operator asked for must start; the default one may not. */
+    listenExplicit: boolean;
+    token: string | undefined;
+  };
   /** The PostgreSQL pool (unused with the embedded database). */
   databasePool: {
     /** Connections (default 10). */
@@ -182,6 +198,28 @@ export function parseTermsRequiredFor(raw: string | undefined): readonly string[
   return [...new Set(names)];
 }
 
+/** CORS_ALLOWED_ORIGINS: comma-separated exact origins (scheme://host[:port], no path); empty: none. */
+export function parseAllowedOrigins(raw: string | undefined): readonly string[] {
+  const origins = (raw ?? "")
+    .split(",")
+    .map((o) => o.trim())
+    .filter((o) => o !== "");
+  for (const o of origins) {
+    let url: URL | undefined;
+    try {
+      url = new URL(o);
+    } catch {
+      url = undefined;
+    }
+    // URL.origin is the canonical form: lower-case scheme and host, no default port, no path or trailing slash,
+    // which is what a browser sends in Origin, so the comparison can be exact.
+    if (!url || (url.protocol !== "http:" && url.protocol !== "https:") || url.origin !== o) {
+      throw new ConfigError(`CORS_ALLOWED_ORIGINS must list origins such as https://app.example.com (scheme, host and port only), got ${JSON.stringify(o)}`);
+    }
+  }
+  return [...new Set(origins)];
+}
+
 /** The defaults of event delivery (events/delivery/worker.ts DeliveryOptions). */
 export const DEFAULT_DELIVERY_OPTIONS = {
   timeoutMs: 10_000,
@@ -197,6 +235,28 @@ export const DEFAULT_DELIVERY_OPTIONS = {
 } as const;
 
 export class ConfigError extends Error {}
+
+/** The metrics listener when METRICS_ADDR is unset: loopback, the port OpenTelemetry's Prometheus exporter uses. */
+export const DEFAULT_METRICS_ADDR = { host: "127.0.0.1", port: 9464 } as const;
+
+/** METRICS_ADDR: "off", or "<host>:<port>" (an IPv6 host in brackets: "[::1]:9464"). */
+export function parseMetricsAddr(raw: string | undefined): { host: string; port: number } | undefined {
+  if (raw === undefined || raw === "") return { ...DEFAULT_METRICS_ADDR };
+  if (raw === "off") return undefined;
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(raw);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new ConfigError(`METRICS_ADDR must be <host>:<port> (for example 0.0.0.0:9464) or off, got ${JSON.stringify(raw)}`);
+  return { host: m[1] ?? m[2]!, port };
+}
+
+/** METRICS_TOKEN: at least 32 characters, none of them white space or control characters (never echoed). */
+export function parseMetricsToken(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  if (raw.length < 32 || raw.length > 512 || !/^[\x21-\x7e]+$/.test(raw)) {
+    throw new ConfigError("METRICS_TOKEN must be 32 to 512 printable ASCII characters without spaces (for example: openssl rand -hex 32)");
+  }
+  return raw;
+}
 
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined || raw === "") return fallback;
@@ -293,6 +353,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     terms: { documents: parseTermsDocuments(env.TERMS_DOCUMENTS), requiredFor: parseTermsRequiredFor(env.TERMS_REQUIRED_FOR) },
     groupAccessRequestWindowMs:
       60_000 * integer("GROUP_ACCESS_REQUEST_WINDOW_MINUTES", env.GROUP_ACCESS_REQUEST_WINDOW_MINUTES, DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS / 60_000, 1, 60 * 24 * 30),
+    corsAllowedOrigins: parseAllowedOrigins(env.CORS_ALLOWED_ORIGINS),
+    metrics: {
+      listen: parseMetricsAddr(env.METRICS_ADDR),
+      listenExplicit: env.METRICS_ADDR !== undefined && env.METRICS_ADDR !== "",
+      token: parseMetricsToken(env.METRICS_TOKEN),
+    },
     databasePool: {
       max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, DEFAULT_LIMITS.databasePool.max, 1, 1000),
       statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.statementTimeoutMs, 0, 3_600_000),

@@ -1,26 +1,56 @@
 // The one wiring point: config -> database -> services -> server.
+//
+// Start-up time (bench/cold-start.ts): what serves requests is hundreds of modules (Connect, the generated
+// descriptors, every domain), and loading them is most of a start. So only what reads the configuration is
+// imported up front; the rest is imported at once, while the database connects and checks its migrations,
+// which is time spent waiting on the network.
 import { ConfigError, loadConfig, type Config } from "./config.js";
-import { openDatabase } from "./db/client.js";
 import { DataDirLockedError } from "./db/data-dir-lock.js";
-import { ensureSecret } from "./db/secrets.js";
-import { bootstrap } from "./iam/bootstrap.js";
-import { createIdentityDirectory } from "./iam/directory.js";
-import { ensureManagedRoles } from "./iam/managed-roles.js";
-import { createKeyStore, mintToken, type KeyStore } from "./kernel/auth/index.js";
-import { createExternalVerifier } from "./kernel/auth/external.js";
-import { publicOnlyFetch, systemResolver } from "./kernel/outbound.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
-import { createApp } from "./server/app.js";
-import { sinkPolicyFor } from "./events/sinks.js";
-import { startDeliveryWorker } from "./events/delivery/worker.js";
-import { listen } from "./server/listener.js";
+import type { KeyStore } from "./kernel/auth/index.js";
+import type { listenMetrics, MetricsListener } from "./server/metrics-route.js";
+
+/** The modules that serve, loaded side by side with the database's start. */
+async function loadServing() {
+  const [client, secrets, iamBootstrap, directory, managedRoles, auth, external, outbound, app, sinks, worker, listener, metricsRoute] = await Promise.all([
+    import("./db/client.js"),
+    import("./db/secrets.js"),
+    import("./iam/bootstrap.js"),
+    import("./iam/directory.js"),
+    import("./iam/managed-roles.js"),
+    import("./kernel/auth/index.js"),
+    import("./kernel/auth/external.js"),
+    import("./kernel/outbound.js"),
+    import("./server/app.js"),
+    import("./events/sinks.js"),
+    import("./events/delivery/worker.js"),
+    import("./server/listener.js"),
+    import("./server/metrics-route.js"),
+  ]);
+  return {
+    ...client,
+    ...secrets,
+    ...iamBootstrap,
+    ...directory,
+    ...managedRoles,
+    ...auth,
+    ...external,
+    ...outbound,
+    ...app,
+    ...sinks,
+    ...worker,
+    ...listener,
+    ...metricsRoute,
+  };
+}
 
 /**
  * Development only: make sure a local organization with an owner exists, and print a token for that owner,
  * so a first authenticated call works in one paste. Never runs in production mode.
  */
 async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise<void> {
+  const { bootstrap, mintToken } = await serving;
   const { group, identity, created } = await bootstrap(db, {
     issuer: config.issuerUrl,
     subject: "local-admin",
@@ -49,16 +79,58 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
   );
 }
 
+let serving: ReturnType<typeof loadServing>;
+
+/**
+ * The metrics listener (METRICS_ADDR). One the operator named must start; the default one (127.0.0.1:9464)
+ * is given up with a warning when its port is taken (another server on the same machine has it), so a second
+ * replica on one host still serves the API.
+ */
+async function startMetricsListener(app: { metrics: Parameters<typeof listenMetrics>[0] }, config: Config): Promise<MetricsListener | undefined> {
+  const at = config.metrics.listen;
+  if (!at) return undefined;
+  const serve = (await serving).listenMetrics;
+  try {
+    return await serve(app.metrics, at);
+  } catch (err) {
+    if (config.metrics.listenExplicit) throw new ConfigError(`METRICS_ADDR ${at.host}:${at.port}: cannot listen: ${(err as Error).message}`);
+    log.warn("metrics: the default listener cannot start; set METRICS_ADDR (or off)", { host: at.host, port: at.port, err: (err as Error).message });
+    return undefined;
+  }
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   setLogLevel(config.logLevel);
+  serving = loadServing();
+  // Awaited below; a failure meanwhile (while the database opens) must not count as unhandled.
+  serving.catch(() => {});
+  // db/client.js is among them: the database opens as soon as it is loaded, while the rest go on loading.
+  const { openDatabase } = await import("./db/client.js");
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool });
-  const pageTokenSecret = await ensureSecret(database.db, "page-token");
-  // Development without IDP_SECRET_KEY: a key kept in the database (as safe as the database itself).
-  const idpSecretKey = config.idpSecretKey ?? (config.mode === "development" ? await ensureSecret(database.db, "idp-secret-key") : undefined);
+  const {
+    ensureSecret,
+    createKeyStore,
+    ensureManagedRoles,
+    createIdentityDirectory,
+    sinkPolicyFor,
+    createApp,
+    createExternalVerifier,
+    publicOnlyFetch,
+    systemResolver,
+    listen,
+    startDeliveryWorker,
+  } = await serving;
+  // Independent of each other: side by side (on PostgreSQL, each is a few round trips).
+  const [pageTokenSecret, storedIdpKey, keys] = await Promise.all([
+    ensureSecret(database.db, "page-token"),
+    // Development without IDP_SECRET_KEY: a key kept in the database (as safe as the database itself).
+    config.idpSecretKey === undefined && config.mode === "development" ? ensureSecret(database.db, "idp-secret-key") : undefined,
+    createKeyStore(database.db, { subscribe: database.listen }),
+    ensureManagedRoles(database.db),
+  ]);
+  const idpSecretKey = config.idpSecretKey ?? storedIdpKey;
   if (!idpSecretKey) log.warn("IDP_SECRET_KEY is not set: identity providers cannot be given an OIDC client secret (PKCE only)");
-  const keys = await createKeyStore(database.db, { subscribe: database.listen });
-  await ensureManagedRoles(database.db);
   const directory = createIdentityDirectory(database.db);
   // Where the server may connect on a user's word (event sinks, external issuers): public addresses only,
   // unless the operator allows private ones (ALLOW_PRIVATE_OUTBOUND; the default in development).
@@ -77,6 +149,8 @@ async function main(): Promise<void> {
     terms: config.terms,
     groupAccessRequestWindowMs: config.groupAccessRequestWindowMs,
     limits: { maxRequestBytes: config.maxRequestBytes, requestTimeoutMs: config.requestTimeoutMs },
+    corsAllowedOrigins: config.corsAllowedOrigins,
+    metricsToken: config.metrics.token,
     external: createExternalVerifier({
       directory,
       allowInsecureLoopback: config.allowInsecureLoopbackIssuers,
@@ -90,6 +164,8 @@ async function main(): Promise<void> {
   const events = delivery
     ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks, listen: database.listen, options: deliveryOptions })
     : undefined;
+  if (events) app.metrics.observeEvents(events);
+  const metricsListener = await startMetricsListener(app, config);
   if (config.mode === "development") await developmentLogin(database.db, keys, config);
 
   // A graceful stop: NOT_SERVING for health checks, no new connections or streams (HTTP/2 GOAWAY), requests
@@ -102,7 +178,7 @@ async function main(): Promise<void> {
     try {
       app.drain();
       // Requests and deliveries in flight finish side by side, each within the grace period.
-      await Promise.all([listener.close(config.shutdownGraceMs), events?.stop(config.shutdownGraceMs)]);
+      await Promise.all([listener.close(config.shutdownGraceMs), events?.stop(config.shutdownGraceMs), metricsListener?.close()]);
       await app.close();
       await database.close();
     } catch (err) {

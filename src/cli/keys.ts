@@ -6,7 +6,7 @@
 // the database notifies them of every change to the keys (drizzle/0008); without that notification they
 // reload keys every minute, and when they meet a token with an unknown kid.
 import { loadConfig } from "../config.js";
-import { runWhenMain } from "./run.js";
+import { defineCommand, runWhenMain } from "./run.js";
 import { openDatabase, type Database } from "../db/client.js";
 import { createKeyStore } from "../kernel/auth/keys.js";
 import { log, setLogLevel } from "../kernel/log.js";
@@ -26,26 +26,31 @@ export async function rotateSigningKey(database: Database): Promise<RotateResult
   return { kid, published: jwks.map((k) => k.kid ?? "") };
 }
 
-const USAGE = "usage: keys rotate   (rotates this server's signing key; prints the new kid as JSON)";
-
-export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command !== "rotate" || rest.length > 0) {
-    process.stderr.write(USAGE + "\n");
-    return 2;
-  }
-  const config = loadConfig(env);
-  // Logs go to stderr; stdout carries only the JSON result.
-  setLogLevel(config.logLevel);
-  const database = await openDatabase(config);
-  try {
-    const result = await rotateSigningKey(database);
-    log.info("signing key rotated", { kid: result.kid });
-    process.stdout.write(JSON.stringify(result) + "\n");
-    return 0;
-  } finally {
-    await database.close();
-  }
-}
+export const main = defineCommand(
+  {
+    invocation: "npm run keys:rotate",
+    summary: [
+      "Rotates this server's signing key on the configured database (DATABASE_URL, or the embedded one under",
+      "DATA_DIR): new tokens are signed with a new key; the retired one keeps verifying until its tokens expire.",
+      "Prints the new kid and the published kids as JSON on stdout.",
+    ].join("\n"),
+    options: {},
+    leading: ["rotate"],
+  },
+  async (_args, env) => {
+    const config = loadConfig(env);
+    // Logs go to stderr; stdout carries only the JSON result.
+    setLogLevel(config.logLevel);
+    const database = await openDatabase(config);
+    try {
+      const result = await rotateSigningKey(database);
+      log.info("signing key rotated", { kid: result.kid });
+      process.stdout.write(JSON.stringify(result) + "\n");
+      return 0;
+    } finally {
+      await database.close();
+    }
+  },
+);
 
 runWhenMain(import.meta.url, "key rotation", main);

@@ -1,7 +1,8 @@
 // The database: PostgreSQL through postgres.js when DATABASE_URL is set, otherwise an embedded PGlite
 // database persisted under DATA_DIR, which one process at a time may open. Both get the same schema and the
 // same migrations, applied on open.
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
@@ -10,6 +11,8 @@ import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
 import { DEFAULT_LIMITS } from "../config.js";
 import { log } from "../kernel/log.js";
+import { isConnectionError, sqlStateOf } from "../kernel/errors/sqlstate.js";
+import type { PoolGateStats } from "./pool-gate.js";
 
 export type Schema = typeof schema;
 /** The Drizzle database, whichever driver is underneath. */
@@ -32,9 +35,57 @@ export interface Database {
     onLost?: () => void,
   ): Promise<() => Promise<void>>;
   close(): Promise<void>;
+  /** Its pool's use (PostgreSQL) and the errors its queries met, since it opened (for metrics). */
+  stats(): DatabaseStats;
 }
 
-export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+export interface DatabaseStats {
+  /** The PostgreSQL pool; none for the embedded database. */
+  pool: PoolGateStats | undefined;
+  /** Queries and transactions the database failed, by kind (queryErrorKind). */
+  queryErrors: Readonly<Record<string, number>>;
+}
+
+/**
+ * What a failed query or transaction met: the database unreachable, a statement cancelled by
+ * statement_timeout, a serialization failure or deadlock, a constraint, or something else it reported.
+ * Undefined for an error that is not the database's (one thrown by code inside a transaction).
+ */
+export function queryErrorKind(err: unknown): string | undefined {
+  if (isConnectionError(err)) return "connection";
+  const state = sqlStateOf(err);
+  if (state === undefined) return undefined;
+  if (state === "57014") return "statement_timeout";
+  if (state === "40001" || state === "40P01") return "serialization";
+  if (state.startsWith("23")) return "constraint";
+  return "other";
+}
+
+function createErrorCounts() {
+  const counts: Record<string, number> = { connection: 0, statement_timeout: 0, serialization: 0, constraint: 0, other: 0 };
+  return {
+    counts: counts as Readonly<Record<string, number>>,
+    count(err: unknown): void {
+      const kind = queryErrorKind(err);
+      if (kind !== undefined) counts[kind]!++;
+    },
+  };
+}
+
+/**
+ * The migrations: the nearest drizzle/ (with its journal) above this module. From the sources that is the
+ * checkout's; from a build, the copy beside the compiled code (dist/drizzle), whether this module is
+ * dist/src/db/client.js or inlined in a bundle (dist/server.js).
+ */
+export const migrationsFolder = findMigrations(dirname(fileURLToPath(import.meta.url)));
+
+function findMigrations(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, "drizzle");
+    if (existsSync(join(candidate, "meta", "_journal.json"))) return candidate;
+    if (dirname(dir) === dir) throw new Error(`no drizzle/ migrations folder above ${from}`);
+  }
+}
 
 export interface PostgresOptions {
   /** Connections in the pool (default 10). */
@@ -71,12 +122,14 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const connection = { statement_timeout: opts.statementTimeoutMs ?? DEFAULT_LIMITS.databasePool.statementTimeoutMs };
   const client = postgres(url, { ...options, max, connection });
   const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
-  const db = drizzle(gatePool(client, gate), { schema }) as unknown as Db;
+  const errors = createErrorCounts();
+  const db = drizzle(gatePool(client, gate, errors.count), { schema }) as unknown as Db;
   const subscriptions = createSubscriptions(() => postgres(url, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {
     db,
     kind: "postgres",
     listen: subscriptions.listen,
+    stats: () => ({ pool: gate.stats(), queryErrors: errors.counts }),
     async close() {
       await subscriptions.close();
       await client.end({ timeout: 5 });
@@ -207,9 +260,11 @@ export async function openPglite(dataDir: string): Promise<Database> {
   let close = async (): Promise<void> => lock?.release();
   try {
     const { PGlite } = await import("@electric-sql/pglite");
+    const { pg_trgm } = await import("@electric-sql/pglite/contrib/pg_trgm");
     const { drizzle } = await import("drizzle-orm/pglite");
     const { migrate } = await import("drizzle-orm/pglite/migrator");
-    const client = await PGlite.create(dataDir);
+    // pg_trgm: the trigram index of ListAdvisories' query (migration advisories_search_trigram).
+    const client = await PGlite.create(dataDir, { extensions: { pg_trgm } });
     close = async () => {
       try {
         await client.close();
@@ -217,11 +272,13 @@ export async function openPglite(dataDir: string): Promise<Database> {
         lock?.release();
       }
     };
-    const db = drizzle(client, { schema });
+    const errors = createErrorCounts();
+    const db = drizzle(countingErrors(client, errors.count), { schema });
     await migrate(db, { migrationsFolder });
     return {
       db: db as unknown as Db,
       kind: "pglite",
+      stats: () => ({ pool: undefined, queryErrors: errors.counts }),
       // In-process: the subscription cannot be lost.
       async listen(channel, onNotify, onReady) {
         const unlisten = await client.listen(channel, onNotify);
@@ -234,6 +291,22 @@ export async function openPglite(dataDir: string): Promise<Database> {
     await close().catch(() => {}); // the open's error is the one to report
     throw err;
   }
+}
+
+/** The PGlite client with the failures of its queries and transactions reported (then rethrown). */
+function countingErrors<C extends object>(client: C, onError: (err: unknown) => void): C {
+  const counted = new Set<PropertyKey>(["query", "exec", "transaction"]);
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      if (!counted.has(property) || typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        (value as (...a: unknown[]) => Promise<unknown>).apply(target, args).catch((err: unknown) => {
+          onError(err);
+          throw err;
+        });
+    },
+  });
 }
 
 export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string; postgres?: PostgresOptions }): Promise<Database> {

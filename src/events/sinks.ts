@@ -29,6 +29,15 @@ export function sinkPolicyFor(mode: "development" | "production", resolve: Resol
   return { allowInsecureLoopback: mode === "development", publicOnly: mode === "production", resolve };
 }
 
+/**
+ * The sink as stored and compared: the URL parser's serialisation (scheme and host lowercased, a default port
+ * dropped, an empty path made "/"), so `HTTPS://Hooks.Example.com:443` and `https://hooks.example.com/` are
+ * one sink. Only for a sink without violations.
+ */
+export function normalizeSink(sink: string): string {
+  return new URL(sink).href;
+}
+
 /** What is wrong with a sink, as violations of `field`; empty when it may be subscribed. */
 export async function sinkViolations(sink: string, policy: SinkPolicy, field = "sink"): Promise<FieldViolation[]> {
   if (sink === "") return [{ field, description: "is required" }];

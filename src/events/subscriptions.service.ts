@@ -7,7 +7,8 @@
 // Decisions:
 // - The sink is checked by the server's sink policy (events/sinks.ts) before anything is written: an https
 //   URL (plain http to loopback hosts in development), no credentials or fragment, at most 2,048 characters;
-//   in production its host must resolve to public addresses only. It is stored as the client sent it.
+//   in production its host must resolve to public addresses only. It is stored as the URL parser serialises it
+//   (sinks.ts normalizeSink), so spellings of one URL are one sink.
 // - One subscription per sink in a group: a second is ALREADY_EXISTS naming the first.
 // - The only writable field is the sink: OUTPUT_ONLY fields (uid, times) sent by a client are ignored.
 // - ListSubscriptions defaults to create_time order; create_time, update_time and uid may be ordered by.
@@ -23,7 +24,7 @@ import { throwIfAny } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
-import { sinkViolations } from "./sinks.js";
+import { normalizeSink, sinkViolations } from "./sinks.js";
 import { toSubscription } from "./subscriptions.mapper.js";
 import { createSubscriptionStore } from "./subscriptions.store.js";
 
@@ -41,7 +42,7 @@ export function subscriptionsBindings(deps: DomainDeps): ServiceBinding[] {
     async createSubscription(req, ctx) {
       const sink = req.subscription?.sink ?? "";
       throwIfAny(await sinkViolations(sink, deps.sinks, "subscription.sink"));
-      return toSubscription(await subscriptions(ctx).create(req.parent, { sink }));
+      return toSubscription(await subscriptions(ctx).create(req.parent, { sink: normalizeSink(sink) }));
     },
 
     async getSubscription(req, ctx) {

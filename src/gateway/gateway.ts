@@ -1,13 +1,13 @@
 // The REST gateway: REST/JSON requests transcoded into calls of the same Connect methods, driven by the
 // google.api.http rules of the descriptors. The route table is compiled once; a request is routed, turned
-// into the method's input message (body, then query, then path variables), and sent through the server's own
-// Connect router (in process, Connect JSON), so every interceptor runs for REST as for the other protocols.
+// into the method's input message (body, then query, then path variables), and the method is invoked in
+// process with that message through the server's own interceptors (the ones every protocol runs), so every
+// rule holds for REST as for the other protocols. The answer is converted once, message to JSON.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import {
   create,
   mergeFromJson,
-  toJson,
   type DescField,
   type DescMessage,
   type DescMethod,
@@ -18,11 +18,11 @@ import {
   type Registry,
 } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import { ConnectError, createConnectRouter, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
-import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
+import { Code, ConnectError, createHandlerContext, createServiceImplSpec, type ConnectRouter, type Interceptor, type MethodImplSpec } from "@connectrpc/connect";
+import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { httpRuleOf } from "../kernel/descriptors.js";
 import { peerContextValues } from "../kernel/peer.js";
+import { requestKey, type RequestRecord } from "../kernel/request.js";
 import {
   bearerChallenge,
   errorDomainOf,
@@ -35,15 +35,16 @@ import {
 } from "../kernel/errors/index.js";
 import { applyBody, BodyAbortedError, BodyTooLargeError, defaultMaxBodyBytes, deriveUpdateMask, parseJsonBody, readBody } from "./body.js";
 import { fieldByName, isPlainObject, isWellKnown, locateJsonError } from "./fields.js";
+import { createJsonWriter } from "./json.js";
 import { applyQuery, insert, textToJson, type BoundFields } from "./query.js";
 import { createRouteTable } from "./router.js";
 import { parseTemplate, PathEncodingError, splitRequestPath } from "./template.js";
 
 export interface RestGatewayOptions {
   /**
-   * Registers the API services on the gateway's own Connect router: the same implementations the server
-   * serves, behind the same `interceptors`, so every rule holds for REST too. The gateway's router differs
-   * from the server's only in its JSON output, which emits default-valued fields as REST responses do.
+   * Registers the API services (router.service) with the gateway: the same implementations the server
+   * serves, called behind the same `interceptors`, so every rule holds for REST too. REST responses emit
+   * default-valued fields.
    */
   register: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
@@ -64,8 +65,11 @@ export interface RestRoute {
 }
 
 export interface RestGateway {
-  /** Answers any request. Unknown paths -> 404; never rejects. */
-  handle(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse): Promise<void>;
+  /**
+   * Answers any request. Unknown paths -> 404; never rejects. `record` (the server's record of the request)
+   * learns the route and the outcome, and its id goes into every error's ErrorInfo.
+   */
+  handle(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse, record?: RequestRecord): Promise<void>;
   routes: ReadonlyArray<RestRoute>;
 }
 
@@ -136,39 +140,64 @@ function isProtocolHeader(name: string): boolean {
 export function createRestGateway(opts: RestGatewayOptions): RestGateway {
   const { registry, serviceDomain } = opts;
   const maxBodyBytes = opts.maxBodyBytes ?? defaultMaxBodyBytes;
-  const router = createConnectRouter({ interceptors: opts.interceptors, jsonOptions: { registry, alwaysEmitImplicit: true } });
-  opts.register(router);
-  const served = new Set(router.handlers.map((h) => procedureOf(h.method)));
+  const specs = implementationsOf(opts.register);
+  const served = new Set(specs.keys());
   const bindings = opts.methods.flatMap((m) => bindingsOf(m, served));
   const table = createRouteTable(bindings.map((b) => ({ verb: b.verb, template: b.template, target: b })));
-  const handlerOf = new Map(router.handlers.map((h) => [procedureOf(h.method), h]));
+  const { interceptors } = opts;
+  const writeJson = createJsonWriter(registry);
 
   /**
-   * Calls the method in-process with Connect's JSON codec: the request goes as a JSON value (no text to
-   * parse), and a successful answer's body is already the REST response body (no binary round trip).
-   * Resolves with the response headers and body; rejects with the method's error.
+   * Invokes the method in process with the request message, through the interceptors, as Connect's own
+   * handlers do (invokeUnaryImplementation, with a handler context of the call): no request encoding or
+   * parsing, no response stream. Resolves with the headers the method set and the JSON body; rejects with
+   * the method's error, carrying those headers.
    */
-  async function invoke(b: Binding, message: Message, req: IncomingMessage | Http2ServerRequest, signal: AbortSignal): Promise<{ header: Headers; body: Uint8Array }> {
-    const handler = handlerOf.get(procedureOf(b.method))!;
-    // The message was built from JSON and field names, so it has a JSON form (field mask paths included).
-    const body = toJson(b.method.input, message, { registry });
-    const header = forwardedHeaders(req.headers);
-    header.set("content-type", "application/json");
-    header.set("connect-protocol-version", "1");
-    const res = await handler({
-      httpVersion: "1.1",
-      url: `http://rest-gateway.internal${handler.requestPath}`,
-      method: "POST",
-      header,
-      body,
-      signal,
-      contextValues: peerContextValues(req),
+  async function invoke(
+    b: Binding,
+    message: Message,
+    req: IncomingMessage | Http2ServerRequest,
+    signal: AbortSignal,
+    record: RequestRecord | undefined,
+  ): Promise<{ header: Headers; body: string }> {
+    const spec = specs.get(procedureOf(b.method))!;
+    // The headers a call over Connect JSON would carry, as interceptors and handlers see them.
+    const requestHeader = forwardedHeaders(req.headers);
+    requestHeader.set("content-type", "application/json");
+    requestHeader.set("connect-protocol-version", "1");
+    const contextValues = peerContextValues(req);
+    if (record) {
+      contextValues.set(requestKey, record);
+      record.values = contextValues;
+    }
+    const context = createHandlerContext({
+      service: b.method.parent,
+      method: b.method,
+      protocolName: "rest",
+      requestMethod: b.verb,
+      url: `http://rest-gateway.internal/${procedureOf(b.method)}`,
+      requestSignal: signal,
+      requestHeader,
+      contextValues,
     });
-    const bytes = await readAll(res);
-    const [head, trailer] = trailerDemux(res.header ?? new Headers());
-    trailer.forEach((value, name) => head.append(name, value));
-    if (res.status === 200) return { header: head, body: bytes };
-    throw errorFromJsonBytes(bytes, head, new ConnectError(`HTTP ${res.status}`, codeFromHttpStatus(res.status)));
+    try {
+      const output = await invokeUnaryImplementation(spec, context, message, interceptors);
+      const body = JSON.stringify(writeJson(b.method.output, output));
+      const header = new Headers(context.responseHeader);
+      context.responseTrailer.forEach((value, name) => header.append(name, value));
+      return { header, body };
+    } catch (e) {
+      // As Connect's handlers answer: anything but a ConnectError is an internal error; the error carries
+      // the headers and trailers the method set.
+      const err = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+      context.responseHeader.forEach((value, name) => {
+        if (!err.metadata.has(name)) err.metadata.set(name, value);
+      });
+      context.responseTrailer.forEach((value, name) => err.metadata.append(name, value));
+      throw err;
+    } finally {
+      context.abort();
+    }
   }
 
   /** Builds the input message: body, then query parameters, then path variables (which win). */
@@ -186,7 +215,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     return message;
   }
 
-  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, signal: AbortSignal): Promise<void> {
+  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, signal: AbortSignal, record: RequestRecord | undefined): Promise<void> {
     const verb = (req.method ?? "GET").toUpperCase();
     const { pathname, search } = splitUrl(req.url ?? "/");
     let binding: Binding | undefined;
@@ -195,9 +224,14 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       if (result.kind === "not-found") throw routeNotFound(verb, pathname);
       if (result.kind === "method-not-allowed") throw methodNotAllowed(verb, pathname, result.allowed);
       binding = result.route.target;
+      if (record) {
+        record.service = binding.method.parent.typeName;
+        record.method = binding.method.name;
+        record.route = binding.template;
+      }
       if (!binding.served) throw unimplemented(`${procedureOf(binding.method)} is not implemented by this server`);
       const message = await buildRequest(binding, result.variables, search, req);
-      const response = await invoke(binding, message, req, signal);
+      const response = await invoke(binding, message, req, signal, record);
       copyHeaders(res, response.header);
       send(res, 200, response.body);
     } catch (err) {
@@ -205,7 +239,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       if (err instanceof BodyAbortedError || signal.aborted) return;
       // HTTP/1.1: close the connection rather than read the rest of an oversized body.
       if (err instanceof BodyTooLargeError && req.httpVersionMajor === 1) res.setHeader("connection", "close");
-      sendError(req, res, gatewayCause(err), binding?.method);
+      sendError(req, res, gatewayCause(err), binding?.method, record);
     }
   }
 
@@ -213,8 +247,9 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
    * Answers with the REST form of the error: its status, its headers (Allow, a method's), google.rpc.Status;
    * a 401 says how to authenticate (WWW-Authenticate).
    */
-  function sendError(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, err: unknown, method: DescMethod | undefined): void {
-    const rest = toRestError(err, errorDomainOf(method, serviceDomain), registry);
+  function sendError(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, err: unknown, method: DescMethod | undefined, record: RequestRecord | undefined): void {
+    const rest = toRestError(err, errorDomainOf(method, serviceDomain), registry, record?.id);
+    if (record) record.code = rest.code;
     copyHeaders(res, rest.headers);
     if (rest.status === 401) res.setHeader("www-authenticate", bearerChallenge(req.headers.authorization));
     send(res, rest.status, rest.body);
@@ -222,7 +257,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
 
   return {
     routes: table.routes.map((r) => ({ method: r.target.method, verb: r.verb, template: r.template.source })),
-    async handle(req, res) {
+    async handle(req, res, record) {
       const out: ResponseLike = res;
       const abort = new AbortController();
       const onClose = () => {
@@ -230,7 +265,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       };
       try {
         out.once("close", onClose);
-        await serve(req, out, abort.signal);
+        await serve(req, out, abort.signal, record);
       } catch (err) {
         // Only reached when writing the error response itself failed: nothing more can be sent.
         lastResort(out, err, serviceDomain, registry);
@@ -241,17 +276,51 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
   };
 }
 
+type UnaryImplSpec = Extract<MethodImplSpec, { kind: "unary" }>;
+
 /** "chainguard.platform.registry.v2.ReposService/GetRepo". */
 function procedureOf(method: DescMethod): string {
   return `${method.parent.typeName}/${method.name}`;
 }
 
-/** The whole body of a handler's response. */
-async function readAll(res: UniversalServerResponse): Promise<Uint8Array> {
-  if (!res.body) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of res.body) chunks.push(chunk);
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+/**
+ * The implementation of each method the services registered by `register` (router.service) serve, keyed
+ * "<service>/<method>"; a method a service leaves out answers UNIMPLEMENTED, as on Connect's router.
+ */
+function implementationsOf(register: (router: ConnectRouter) => void): Map<string, UnaryImplSpec> {
+  const specs = new Map<string, UnaryImplSpec>();
+  const router: ConnectRouter = {
+    handlers: [],
+    service(service, implementation) {
+      const spec = createServiceImplSpec(service, implementation);
+      // Only unary methods have REST bindings.
+      for (const m of Object.values(spec.methods)) if (m.kind === "unary") specs.set(procedureOf(m.method), m);
+      return router;
+    },
+    rpc() {
+      throw new Error("the REST gateway takes services (router.service), not single methods");
+    },
+  };
+  register(router);
+  return specs;
+}
+
+/** A REST binding as the gateway compiles it: what the OpenAPI document describes (openapi.ts). */
+export interface RestBindingDescription {
+  method: DescMethodUnary;
+  /** Upper-case HTTP method. */
+  verb: string;
+  template: string;
+  /** The path variables, resolved to their fields. */
+  variables: ReadonlyArray<{ key: string; fields: DescField[] }>;
+  /** The body: the whole request ("*"), one field, or none. */
+  body: DescField | "*" | undefined;
+  bound: BoundFields;
+}
+
+/** The REST bindings of these methods, compiled as the gateway compiles its route table. */
+export function describeRestBindings(methods: readonly DescMethod[]): RestBindingDescription[] {
+  return methods.flatMap((m) => bindingsOf(m, new Set()));
 }
 
 /** The bindings of a unary method with an HTTP rule: the rule and its additional bindings. */
@@ -399,6 +468,8 @@ function send(res: ResponseLike, status: number, body: string | Uint8Array): voi
   if (res.headersSent || res.writableEnded) return;
   res.statusCode = status;
   res.setHeader("content-type", "application/json");
+  // Said, not left to the transport: the access line reads the size of what was sent from it.
+  res.setHeader("content-length", String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength));
   res.end(body);
 }
 

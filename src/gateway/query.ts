@@ -6,9 +6,15 @@
 // the way it reads in a JSON body (int64, bytes as base64 or base64url, Timestamp as RFC 3339, Duration
 // "1.5s", wrappers); what JSON cannot say in a query string is adapted here (bool "true", enum numbers,
 // FieldMask paths in snake_case).
+// A key naming a message field (not a well-known type) takes the message as its proto3 JSON object text, once
+// for a singular field and once per element for a repeated one (`imageRefs={"repo":"nginx"}`): grpc-gateway
+// has no way to send a repeated message in a query string, and a GET such as ListResolvedVulnsReports needs
+// one. Unknown keys inside are dropped as in a body. A singular message may instead be set field by field
+// (`uidp.childrenOf=x`), never both ways at once. The whole query is bounded by the listener's header limit
+// (64 KiB; HTTP/1.1 answers 431 beyond), well under the body limit; a JSON value is also bounded in depth.
 import { fromJson, mergeFromJson, ScalarType, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type Registry } from "@bufbuild/protobuf";
 import { invalidArgument, type FieldViolation } from "../kernel/errors/index.js";
-import { describeJsonError, fieldByName, isWellKnown } from "./fields.js";
+import { describeJsonError, fieldByName, isPlainObject, isWellKnown, locateJsonError, withoutUnknownFields } from "./fields.js";
 
 /** Fields bound elsewhere in the request: a query parameter on, inside or above one is rejected. */
 export interface BoundFields {
@@ -35,6 +41,8 @@ const queryableWellKnown = new Set([
 ]);
 
 const integer = /^-?\d+$/;
+/** Deepest nesting of a JSON query value (protobuf's usual recursion limit): deeper is INVALID_ARGUMENT. */
+export const MAX_QUERY_JSON_DEPTH = 100;
 const snakeSegment = /_([a-z0-9])/g;
 
 /** A resolved query parameter. */
@@ -44,6 +52,8 @@ interface Param {
   path: string;
   fields: DescField[];
   values: string[];
+  /** A message field's values, parsed (one per value), when the leaf takes the JSON form. */
+  elements?: JsonValue[];
 }
 
 /**
@@ -118,12 +128,97 @@ function resolveParam(schema: DescMessage, key: string, values: string[], bound:
   if (problem) return { field: path, description: problem };
   const leaf = fields[fields.length - 1]!;
   if (leaf.fieldKind !== "list" && values.length > 1) return { field: path, description: "must not be repeated: the field takes a single value" };
-  return { key, path, fields, values };
+  const message = jsonMessageOf(leaf);
+  if (!message) return { key, path, fields, values };
+  const elements: JsonValue[] = [];
+  for (const [i, text] of values.entries()) {
+    const element = parseElement(message, text);
+    // The first bad element of a parameter is enough to name it.
+    if (typeof element === "string") return { field: elementPath(leaf, path, i), description: element };
+    elements.push(element);
+  }
+  return { key, path, fields, values, elements };
+}
+
+/** The message type of a field a query value sets as a JSON object: a message or a list of messages, not a well-known type. */
+export function jsonMessageOf(field: DescField): DescMessage | undefined {
+  const message = field.fieldKind === "message" || (field.fieldKind === "list" && field.listKind === "message") ? field.message : undefined;
+  return message && !isWellKnown(message) ? message : undefined;
+}
+
+/** "image_refs[1]" for an element of a repeated field, the field's path for a singular one. */
+function elementPath(field: DescField, path: string, index: number): string {
+  return field.fieldKind === "list" ? `${path}[${index}]` : path;
+}
+
+/** A message's JSON object from a query value, without the keys naming no field; or why it is not one. */
+function parseElement(message: DescMessage, text: string): JsonValue | string {
+  const expected = `is a message (${message.typeName}): the value must be its proto3 JSON object`;
+  let value: JsonValue;
+  try {
+    value = JSON.parse(text) as JsonValue;
+  } catch {
+    return `${expected}; got text that is not JSON`;
+  }
+  if (!isPlainObject(value)) return `${expected}; got ${value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`}`;
+  if (depthOf(value, MAX_QUERY_JSON_DEPTH) > MAX_QUERY_JSON_DEPTH) return `is nested more than ${MAX_QUERY_JSON_DEPTH} levels deep`;
+  return withoutUnknownFields(message, value);
+}
+
+/** The nesting depth of a JSON value, counted without recursion and only up to limit + 1. */
+function depthOf(value: JsonValue, limit: number): number {
+  let max = 0;
+  const stack: Array<[JsonValue, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    if (depth > max) max = depth;
+    if (max > limit) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return max;
+}
+
+/** A query parameter the gateway accepts for a request: the fields its key names, from the request root. */
+export interface QueryParameter {
+  fields: DescField[];
+}
+
+/**
+ * Every query parameter applyQuery accepts for this request and bindings, by the same rules (a leaf a query
+ * value can set, not bound by the URL path or the body, reached through singular non-well-known messages; a
+ * repeated message in its JSON form, a singular one by its fields): what the OpenAPI document lists. A message met again on its own path (a recursive type) is not entered a
+ * second time, so the list is finite; applyQuery itself has no such limit.
+ */
+export function queryParameters(schema: DescMessage, bound: BoundFields): QueryParameter[] {
+  const out: QueryParameter[] = [];
+  const visit = (desc: DescMessage, prefix: DescField[], entered: ReadonlySet<string>): void => {
+    for (const field of desc.fields) {
+      const fields = [...prefix, field];
+      const names = fields.map((f) => f.name);
+      // A singular message is listed field by field only: its JSON form is accepted too, but a UI filling a
+      // listed JSON parameter with a sample object (Swagger UI does) would send it, filtering every call.
+      const listed = field.fieldKind !== "message" || isWellKnown(field.message);
+      if (listed && leafProblem(field) === undefined && boundProblem(names, bound) === undefined) out.push({ fields });
+      if (field.fieldKind === "message" && !isWellKnown(field.message) && !entered.has(field.message.typeName) && !covered(names, bound)) {
+        // Entered even when a field inside it is bound (`{repo.uid}`): its other fields may still be set.
+        visit(field.message, fields, new Set([...entered, field.message.typeName]));
+      }
+    }
+  };
+  visit(schema, [], new Set([schema.typeName]));
+  return out;
+}
+
+/** True when the URL path or the body binds this field itself or a field above it. */
+function covered(path: readonly string[], bound: BoundFields): boolean {
+  const within = (b: readonly string[]) => b.length <= path.length && overlaps(path, b);
+  return (bound.body !== undefined && within(bound.body)) || bound.path.some(within);
 }
 
 /** Why a query parameter cannot name a field inside this one. */
 function opaqueKind(field: DescField): string {
-  if (field.fieldKind === "list") return "is a repeated field";
+  if (field.fieldKind === "list") return field.listKind === "message" ? `is a repeated field; give each element as its JSON object (${field.jsonName}={...})` : "is a repeated field";
   if (field.fieldKind === "map") return "is a map";
   if (field.fieldKind === "message") return `is a ${field.message.typeName}, set as one value`;
   return "is not a message";
@@ -133,8 +228,9 @@ function opaqueKind(field: DescField): string {
 function leafProblem(field: DescField): string | undefined {
   if (field.fieldKind === "map") return "map fields cannot be set from query parameters";
   const message = field.fieldKind === "message" ? field.message : field.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
-  if (message && !queryableWellKnown.has(message.typeName)) {
-    return `is a message (${message.typeName}); set its fields instead, as ${field.name}.<field>`;
+  // Other messages take their JSON object; the remaining well-known types (Struct, Any...) appear in no request.
+  if (message && isWellKnown(message) && !queryableWellKnown.has(message.typeName)) {
+    return `is a ${message.typeName}, which query parameters cannot set`;
   }
   return undefined;
 }
@@ -155,12 +251,21 @@ function overlaps(a: readonly string[], b: readonly string[]): boolean {
   return true;
 }
 
-/** The same field named twice (`pageSize` and `page_size`), or two members of one oneof. */
+/**
+ * The same field named twice (`pageSize` and `page_size`), two members of one oneof, or a message set both as
+ * a whole and by its fields (`uidp={...}` and `uidp.childrenOf=x`: which would win is not obvious, so neither).
+ */
 function conflicts(params: Param[]): FieldViolation[] {
   const out: FieldViolation[] = [];
   const byPath = new Map<string, Param>();
   const byOneof = new Map<string, Param>();
+  const wholes = new Map(params.filter((p) => p.elements).map((p) => [p.path, p]));
   for (const p of params) {
+    const whole = wholeAbove(p.path, wholes);
+    if (whole) {
+      out.push({ field: p.path, description: `set both as a whole (as ${whole.key}) and by its fields (as ${p.key})` });
+      continue;
+    }
     if (byPath.has(p.path)) {
       out.push({ field: p.path, description: `set twice (as ${byPath.get(p.path)!.key} and ${p.key})` });
       continue;
@@ -176,9 +281,19 @@ function conflicts(params: Param[]): FieldViolation[] {
   return out;
 }
 
+/** The JSON-form parameter setting a message above this path, if any. */
+function wholeAbove(path: string, wholes: ReadonlyMap<string, Param>): Param | undefined {
+  for (let i = path.indexOf("."); i >= 0; i = path.indexOf(".", i + 1)) {
+    const whole = wholes.get(path.slice(0, i));
+    if (whole) return whole;
+  }
+  return undefined;
+}
+
 /** The proto3 JSON value of a parameter: an array for a repeated field. */
 function paramJson(p: Param): JsonValue {
   const leaf = p.fields[p.fields.length - 1]!;
+  if (p.elements) return leaf.fieldKind === "list" ? p.elements : p.elements[0]!;
   if (leaf.fieldKind === "list") return p.values.map((v) => textToJson(leaf, v));
   return textToJson(leaf, p.values[0]!);
 }
@@ -237,6 +352,11 @@ export function insert(tree: JsonObject, fields: readonly DescField[], value: Js
 function blameParams(schema: DescMessage, params: Param[], registry: Registry, err: unknown): FieldViolation[] {
   const out: FieldViolation[] = [];
   for (const p of params) {
+    const blamed = p.elements && blameElements(p, registry);
+    if (blamed) {
+      out.push(blamed);
+      continue;
+    }
     const tree: JsonObject = {};
     insert(tree, p.fields, paramJson(p));
     try {
@@ -246,4 +366,18 @@ function blameParams(schema: DescMessage, params: Param[], registry: Registry, e
     }
   }
   return out.length > 0 ? out : [{ field: params[0]?.path ?? "query", description: describeJsonError(err) }];
+}
+
+/** The first element of a JSON-form parameter that does not parse as its message, with the innermost failing field. */
+function blameElements(p: Param, registry: Registry): FieldViolation | undefined {
+  const leaf = p.fields[p.fields.length - 1]!;
+  const message = jsonMessageOf(leaf)!;
+  for (const [i, element] of p.elements!.entries()) {
+    try {
+      fromJson(message, element, { registry });
+    } catch {
+      return locateJsonError(message, element, elementPath(leaf, p.path, i), { registry });
+    }
+  }
+  return undefined;
 }

@@ -34,13 +34,12 @@
 // RESOURCE_EXHAUSTED before its code is looked at.
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import { and, eq, gt, isNotNull, sql } from "drizzle-orm";
 import { decodeJwt, type JWTPayload } from "jose";
 import { AcceptGroupInviteResponseSchema, GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_invites_pb.js";
-import { IdentitiesService, IdentitySchema, RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
-import { groupInvites, identities, roleBindings, type GroupInviteRow, type IdentityRow } from "../db/schema/index.js";
+import type { IdentityRow } from "../db/schema/index.js";
 import { maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
 import { canVerifyAnyIssuer } from "../kernel/auth/external.js";
 import { registry } from "../kernel/descriptors.js";
@@ -49,13 +48,13 @@ import { log } from "../kernel/log.js";
 import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
 import type { Executor } from "../kernel/store.js";
 import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
-import { newChildUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { inviteCodeHash, MAX_INVITE_CODE_LENGTH } from "./group-invite-code.js";
-import { relationshipColumns, toIdentity } from "./identities.mapper.js";
+import { createGroupInviteStore } from "./group-invites.store.js";
+import { identityFromToken, toIdentity } from "./identities.mapper.js";
+import { createIdentityStore } from "./identities.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { createRoleBindingStore } from "./role-bindings.store.js";
-import { identityNameFrom } from "./sso-login.js";
 
 /** The one answer to every refused code (see the file comment). */
 export const INVITE_REFUSED_REASON = "INVITE_CODE_INVALID";
@@ -114,84 +113,6 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     }
   };
 
-  /** A live invite with this code (not locked), or a Refusal. */
-  const liveInvite = async (codeHash: string): Promise<GroupInviteRow> => {
-    const [row] = await db
-      .select()
-      .from(groupInvites)
-      .where(and(eq(groupInvites.codeHash, codeHash), gt(groupInvites.expirationTime, sql`now()`)));
-    if (!row) throw new Refusal("no live invite has this code");
-    return row;
-  };
-
-  /** Consumes (single use) or locks (multi-use) the invite in `tx`, re-checked live; a Refusal when it is gone. */
-  const claim = async (tx: Executor, invite: GroupInviteRow): Promise<void> => {
-    const live = and(eq(groupInvites.uid, invite.uid), eq(groupInvites.codeHash, invite.codeHash), gt(groupInvites.expirationTime, sql`now()`));
-    const rows = invite.singleUse
-      ? await tx.delete(groupInvites).where(live).returning({ uid: groupInvites.uid })
-      : await tx.select({ uid: groupInvites.uid }).from(groupInvites).where(live).for("update");
-    if (rows.length === 0) throw new Refusal("the invite was used up or deleted meanwhile");
-  };
-
-  /** The caller's identity directly in `group` (locked), if any. */
-  const identityIn = async (tx: Executor, group: string, caller: Caller) => {
-    const [row] = await tx
-      .select({ uid: identities.uid, active: identities.active })
-      .from(identities)
-      .where(
-        and(
-          eq(identities.parentUid, group),
-          eq(identities.issuer, caller.issuer),
-          eq(identities.subject, caller.subject),
-          eq(identities.relationshipType, RelationshipType.CLAIM_MATCH),
-          isNotNull(identities.issuer),
-        ),
-      )
-      .orderBy(identities.createTime, identities.uid)
-      .limit(1)
-      .for("update");
-    return row;
-  };
-
-  const newIdentity = async (tx: Executor, group: string, caller: Caller): Promise<IdentityRow> => {
-    const claims = caller.claims as Record<string, unknown>;
-    const email = typeof claims.email === "string" ? claims.email : "";
-    const verifiedEmail = claims.email_verified === true || claims.email_verified === "true";
-    const relationship = create(IdentitySchema, {
-      relationship: {
-        case: "claimMatch",
-        value: { iss: { case: "issuer", value: caller.issuer }, sub: { case: "subject", value: caller.subject } },
-      },
-    }).relationship;
-    const [row] = await tx
-      .insert(identities)
-      .values({
-        uid: newChildUid(group),
-        parentUid: group,
-        name: identityNameFrom(claims),
-        email: verifiedEmail ? email : "",
-        emailUnverified: verifiedEmail ? "" : email,
-        ...relationshipColumns(relationship),
-      })
-      .returning();
-    return row!;
-  };
-
-  /** The binding of `identity` to the invite's role on its group: created, or the existing one. */
-  const bind = async (tx: Executor, invite: GroupInviteRow, identity: string): Promise<{ uid: string; created: boolean }> => {
-    const [inserted] = await tx
-      .insert(roleBindings)
-      .values({ uid: newChildUid(invite.groupUid), groupUid: invite.groupUid, identityUid: identity, roleUid: invite.roleUid })
-      .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
-      .returning({ uid: roleBindings.uid });
-    if (inserted) return { uid: inserted.uid, created: true };
-    const [existing] = await tx
-      .select({ uid: roleBindings.uid })
-      .from(roleBindings)
-      .where(and(eq(roleBindings.groupUid, invite.groupUid), eq(roleBindings.identityUid, identity), eq(roleBindings.roleUid, invite.roleUid)));
-    return { uid: existing!.uid, created: false };
-  };
-
   /** The events of what one acceptance changed, as the methods making the same changes record them. */
   const recordAcceptEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
     const changes: EventedChange[] = [];
@@ -211,18 +132,20 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
   const accept = async (ctx: HandlerContext, token: string, code: string) => {
     if (code.length > MAX_INVITE_CODE_LENGTH) throw new Refusal("code too long");
     const known = authenticatedCaller(ctx, token);
-    const invite = await liveInvite(inviteCodeHash(code));
+    const invite = await createGroupInviteStore(db).findLive(inviteCodeHash(code));
+    if (!invite) throw new Refusal("no live invite has this code");
     const caller = known ?? (await verifiedCaller(token));
     if (invite.email !== "" && !carriesVerifiedEmail(caller.claims, invite.email)) throw new Refusal("the token does not carry the invite's email, verified");
 
     return db.transaction(async (tx) => {
-      await claim(tx, invite);
-      let found = await identityIn(tx, invite.groupUid, caller);
+      if (!(await createGroupInviteStore(tx).claim(invite))) throw new Refusal("the invite was used up or deleted meanwhile");
+      const identityStore = createIdentityStore(tx);
+      let found = await identityStore.lockClaimMatchIn(invite.groupUid, caller.issuer, caller.subject);
       // Deactivated by its provider: accepting an invite does not bring it back, nor make another beside it.
       if (found && !found.active) throw new Refusal("the caller's identity in the group is deactivated");
-      const created = found ? undefined : await newIdentity(tx, invite.groupUid, caller);
+      const created = found ? undefined : await identityStore.insertForToken(invite.groupUid, identityFromToken(caller));
       found ??= { uid: created!.uid, active: true };
-      const binding = await bind(tx, invite, found.uid);
+      const binding = await createRoleBindingStore(tx).ensure(invite.groupUid, found.uid, invite.roleUid);
       await recordAcceptEvents(tx, found.uid, {
         ...(created ? { identity: created } : {}),
         ...(binding.created ? { binding: binding.uid } : {}),

@@ -1,7 +1,7 @@
 // Group invites in the database (db/schema/invites.ts). An invite lives under its group (RESTRICT) and names
 // a role (RESTRICT); its code exists only as a hash. Reads return rows; the role each invite promises is
 // read beside them (rolesOf), one query per page.
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, gt, inArray, sql } from "drizzle-orm";
 import { GroupInviteSchema } from "../../gen/chainguard/platform/iam/v2/group_invites_pb.js";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -35,6 +35,27 @@ export function createGroupInviteStore(db: Executor) {
 
   return {
     ...base,
+
+    /** The unexpired invite whose code has this hash, if any (not locked). */
+    async findLive(codeHash: string): Promise<GroupInviteRow | undefined> {
+      const [row] = await db
+        .select()
+        .from(groupInvites)
+        .where(and(eq(groupInvites.codeHash, codeHash), gt(groupInvites.expirationTime, sql`now()`)));
+      return row;
+    },
+
+    /**
+     * Takes the invite for one acceptance, re-checked unexpired and unchanged: a single-use invite is deleted
+     * (of concurrent acceptances exactly one deletes it), a multi-use one locked. False when it is gone.
+     */
+    async claim(invite: GroupInviteRow): Promise<boolean> {
+      const live = and(eq(groupInvites.uid, invite.uid), eq(groupInvites.codeHash, invite.codeHash), gt(groupInvites.expirationTime, sql`now()`));
+      const rows = invite.singleUse
+        ? await db.delete(groupInvites).where(live).returning({ uid: groupInvites.uid })
+        : await db.select({ uid: groupInvites.uid }).from(groupInvites).where(live).for("update");
+      return rows.length > 0;
+    },
 
     /** The roles of `rows`, by uid (one query). */
     async rolesOf(rows: readonly GroupInviteRow[]): Promise<Map<string, RoleRow>> {

@@ -11,6 +11,7 @@ import {
   type IdentityMetadata,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { IdentityFields, IdentityMetadataFields, IdentityRow } from "../db/schema/index.js";
+import { MAX_NAME_LENGTH } from "./validate.js";
 
 /** The relationship columns: the oneof as proto3 JSON, its type, and exact issuer/subject when it has them. */
 export type RelationshipColumns = Pick<IdentityFields, "relationship" | "relationshipType" | "issuer" | "subject">;
@@ -92,4 +93,59 @@ export function identityMetadataFields(metadata: IdentityMetadata): IdentityMeta
   rest.name = "";
   rest.company = "";
   return { company: metadata.company, metadata: toJson(IdentityMetadataSchema, rest) as Record<string, unknown> };
+}
+
+/**
+ * An identity name (`^[a-z0-9 ._-]{1,}$`) from what a token says of its person: the first of name,
+ * preferred_username and email that leaves something once lowercased, stripped of accents, and every run
+ * of other characters turned into "-" ("José Pérez" -> "jose perez", "ana@example.com" -> "ana-example.com").
+ */
+export function identityNameFrom(claims: Record<string, unknown>): string {
+  for (const claim of ["name", "preferred_username", "email"]) {
+    const value = claims[claim];
+    if (typeof value !== "string") continue;
+    const name = value
+      .normalize("NFKD")
+      .replace(/\p{M}+/gu, "")
+      .toLowerCase()
+      .replace(/[^a-z0-9 ._-]+/g, "-")
+      .replace(/\s+/g, " ")
+      .replace(/^[\s-]+|[\s-]+$/g, "")
+      .slice(0, MAX_NAME_LENGTH)
+      .trim();
+    if (name !== "") return name;
+  }
+  return "user";
+}
+
+/** The person a verified token names: its issuer and subject, its claims, and extra claims to match on. */
+export interface TokenPerson {
+  issuer: string;
+  subject: string;
+  claims: Record<string, unknown>;
+  /** Claims the identity's claim_match also requires (an OID provider's {oid}). */
+  matchClaims?: Record<string, string>;
+}
+
+/**
+ * The columns of a new claim-match identity for a token's person (first login through a provider, an
+ * accepted invite): named from the token, its email when the token says it is verified (else kept as
+ * unverified), claim_match on exactly the token's issuer and subject.
+ */
+export function identityFromToken(person: TokenPerson): Pick<IdentityFields, "name" | "relationship" | "relationshipType" | "issuer" | "subject"> & { email: string; emailUnverified: string } {
+  const { claims } = person;
+  const email = typeof claims.email === "string" ? claims.email : "";
+  const verifiedEmail = claims.email_verified === true || claims.email_verified === "true";
+  const relationship = create(IdentitySchema, {
+    relationship: {
+      case: "claimMatch",
+      value: { iss: { case: "issuer", value: person.issuer }, sub: { case: "subject", value: person.subject }, claims: person.matchClaims ?? {} },
+    },
+  }).relationship;
+  return {
+    name: identityNameFrom(claims),
+    email: verifiedEmail ? email : "",
+    emailUnverified: verifiedEmail ? "" : email,
+    ...relationshipColumns(relationship),
+  };
 }

@@ -1,15 +1,17 @@
 // Identities in the database. An identity under a group references it (ON DELETE RESTRICT), so it cannot
 // outlive its group, and creating one under a group being deleted ends as NOT_FOUND. Its role bindings go
 // with it (ON DELETE CASCADE).
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, isNotNull, sql } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitySchema, RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { identities, type IdentityRow } from "../db/schema/index.js";
+import { newChildUid } from "../kernel/uidp.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
 import { uidpPredicate } from "../kernel/uidp.js";
+import type { identityFromToken } from "./identities.mapper.js";
 
 export interface IdentityListFilter {
   /** The caller's visible scopes: only identities beneath one of them are listed and counted. */
@@ -49,6 +51,60 @@ export function createIdentityStore(db: Executor) {
         filter.relationshipType ? eq(identities.relationshipType, filter.relationshipType) : undefined,
       );
       return listPage(db, { table: identities, where, orderColumns: identityOrderColumns, plan });
+    },
+
+    /** The identity of `externalId` at an identity provider, locked for the rest of the transaction. */
+    async lockByProvider(providerUid: string, externalId: string): Promise<{ uid: string; active: boolean } | undefined> {
+      const [row] = await db
+        .select({ uid: identities.uid, active: identities.active })
+        .from(identities)
+        .where(and(eq(identities.identityProviderUid, providerUid), eq(identities.externalId, externalId)))
+        .for("update");
+      return row;
+    },
+
+    /** The oldest claim-match identity directly in `group` on exactly this issuer and subject, locked. */
+    async lockClaimMatchIn(group: string, issuer: string, subject: string): Promise<{ uid: string; active: boolean } | undefined> {
+      const [row] = await db
+        .select({ uid: identities.uid, active: identities.active })
+        .from(identities)
+        .where(
+          and(
+            eq(identities.parentUid, group),
+            eq(identities.issuer, issuer),
+            eq(identities.subject, subject),
+            eq(identities.relationshipType, RelationshipType.CLAIM_MATCH),
+            isNotNull(identities.issuer),
+          ),
+        )
+        .orderBy(identities.createTime, identities.uid)
+        .limit(1)
+        .for("update");
+      return row;
+    },
+
+    /**
+     * Creates an identity for a token's person under `group` (columns from identityFromToken). With a
+     * provider, the identity is tied to its external id there, and an identity the provider already has for
+     * that id wins (a concurrent first login committed it): undefined is returned then, nothing written.
+     */
+    async insertForToken(
+      group: string,
+      columns: ReturnType<typeof identityFromToken>,
+      provider?: { uid: string; externalId: string },
+    ): Promise<IdentityRow | undefined> {
+      const insert = db
+        .insert(identities)
+        .values({
+          uid: newChildUid(group),
+          parentUid: group,
+          ...columns,
+          ...(provider ? { identityProviderUid: provider.uid, externalId: provider.externalId } : {}),
+        });
+      const [row] = provider
+        ? await insert.onConflictDoNothing({ target: [identities.identityProviderUid, identities.externalId] }).returning()
+        : await insert.returning();
+      return row;
     },
 
     /**

@@ -75,14 +75,13 @@ export function managedRole(name: string): ManagedRole {
 
 /** Creates or refreshes the managed roles (idempotent; every replica may run it at start). */
 export async function ensureManagedRoles(db: Db): Promise<void> {
-  for (const r of managedRoles) {
-    await db
-      .insert(roles)
-      .values({ uid: r.uid, parentUid: null, name: r.name, description: r.description, capabilities: r.capabilities, managed: true })
-      .onConflictDoUpdate({
-        target: roles.uid,
-        set: { description: r.description, capabilities: r.capabilities, updateTime: sql`now()` },
-        setWhere: sql`${roles.capabilities} is distinct from excluded.capabilities or ${roles.description} is distinct from excluded.description`,
-      });
-  }
+  // One statement for all of them (this runs at every start, before the server listens).
+  await db
+    .insert(roles)
+    .values(managedRoles.map((r) => ({ uid: r.uid, parentUid: null, name: r.name, description: r.description, capabilities: r.capabilities, managed: true })))
+    .onConflictDoUpdate({
+      target: roles.uid,
+      set: { description: sql`excluded.description`, capabilities: sql`excluded.capabilities`, updateTime: sql`now()` },
+      setWhere: sql`${roles.capabilities} is distinct from excluded.capabilities or ${roles.description} is distinct from excluded.description`,
+    });
 }

@@ -9,7 +9,7 @@ import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists, notFound } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
 import { isTransaction, resourceStore, type Executor } from "../kernel/store.js";
-import { uidpPredicate } from "../kernel/uidp.js";
+import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
 
 const hydratedFields = {
   uid: roleBindings.uid,
@@ -76,6 +76,24 @@ export function createRoleBindingStore(db: Executor) {
 
   return {
     ...base,
+
+    /**
+     * The binding of `identity` to `role` on `group`: created, or the one that already exists, whoever made
+     * it (a concurrent insert of the same binding waits for the first and then finds it).
+     */
+    async ensure(group: string, identity: string, role: string): Promise<{ uid: string; created: boolean }> {
+      const [inserted] = await db
+        .insert(roleBindings)
+        .values({ uid: newChildUid(group), groupUid: group, identityUid: identity, roleUid: role })
+        .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
+        .returning({ uid: roleBindings.uid });
+      if (inserted) return { uid: inserted.uid, created: true };
+      const [existing] = await db
+        .select({ uid: roleBindings.uid })
+        .from(roleBindings)
+        .where(and(eq(roleBindings.groupUid, group), eq(roleBindings.identityUid, identity), eq(roleBindings.roleUid, role)));
+      return { uid: existing!.uid, created: false };
+    },
 
     /** The binding with its identity, group and role, or NOT_FOUND. */
     async getHydrated(uid: string): Promise<HydratedRoleBindingRow> {

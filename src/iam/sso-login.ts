@@ -33,11 +33,11 @@
 import { create } from "@bufbuild/protobuf";
 import { and, asc, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
 import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
-import { IdentitiesService, IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import type { Db } from "../db/client.js";
-import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityRow } from "../db/schema/index.js";
+import { externalGroupRoleMappings, identityProviders, roleBindings, type IdentityRow } from "../db/schema/index.js";
 import { ExternalTokenError, type ExternalTokenVerifier } from "../kernel/auth/external.js";
 import type { ProviderLogin } from "../kernel/auth/provider-login.js";
 import { registry } from "../kernel/descriptors.js";
@@ -46,10 +46,10 @@ import { log } from "../kernel/log.js";
 import type { Executor } from "../kernel/store.js";
 import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { isValidUid, newChildUid } from "../kernel/uidp.js";
-import { relationshipColumns, toIdentity } from "./identities.mapper.js";
+import { identityFromToken, toIdentity } from "./identities.mapper.js";
+import { createIdentityStore } from "./identities.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { createRoleBindingStore } from "./role-bindings.store.js";
-import { MAX_NAME_LENGTH } from "./validate.js";
 
 export interface ProviderLoginOptions {
   db: Db;
@@ -66,29 +66,6 @@ export const DEFAULT_GROUPS_CLAIM = "groups";
 const MAX_GROUPS = 1000;
 
 const notAccepted = (why: string) => new ExternalTokenError("NOT_ACCEPTED", why);
-
-/**
- * An identity name (`^[a-z0-9 ._-]{1,}$`) from what the token says of its person: the first of name,
- * preferred_username and email that leaves something once lowercased, stripped of accents, and every run
- * of other characters turned into "-" ("José Pérez" -> "jose perez", "ana@example.com" -> "ana-example.com").
- */
-export function identityNameFrom(claims: Record<string, unknown>): string {
-  for (const claim of ["name", "preferred_username", "email"]) {
-    const value = claims[claim];
-    if (typeof value !== "string") continue;
-    const name = value
-      .normalize("NFKD")
-      .replace(/\p{M}+/gu, "")
-      .toLowerCase()
-      .replace(/[^a-z0-9 ._-]+/g, "-")
-      .replace(/\s+/g, " ")
-      .replace(/^[\s-]+|[\s-]+$/g, "")
-      .slice(0, MAX_NAME_LENGTH)
-      .trim();
-    if (name !== "") return name;
-  }
-  return "user";
-}
 
 /** The token's groups (see the file comment). */
 export function groupsOf(claims: Record<string, unknown>, claim: string): string[] {
@@ -164,16 +141,6 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
     return { added: added.map((r) => r.uid), removed: removed.map((r) => r.uid) };
   }
 
-  /** The identity of `externalId` at the provider, locked for the rest of the transaction. */
-  async function lockIdentity(tx: Executor, providerUid: string, externalId: string) {
-    const [row] = await tx
-      .select({ uid: identities.uid, active: identities.active })
-      .from(identities)
-      .where(and(eq(identities.identityProviderUid, providerUid), eq(identities.externalId, externalId)))
-      .for("update");
-    return row;
-  }
-
   return {
     async login(providerUid, token) {
       let provider: Provider | undefined;
@@ -199,45 +166,22 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
       const groups = groupsOf(claims, p.oidcGroupsClaim);
 
       const outcome = await db.transaction(async (tx) => {
-        let row = await lockIdentity(tx, p.uid, externalId);
+        const identityStore = createIdentityStore(tx);
+        let row = await identityStore.lockByProvider(p.uid, externalId);
         let created: IdentityRow | undefined;
         const defaultBinding: string[] = [];
         if (!row) {
-          const email = typeof claims.email === "string" ? claims.email : "";
-          const verifiedEmail = claims.email_verified === true || claims.email_verified === "true";
-          const relationship = create(IdentitySchema, {
-            relationship: {
-              case: "claimMatch",
-              value: {
-                iss: { case: "issuer", value: p.oidcIssuer },
-                sub: { case: "subject", value: verified.subject },
-                claims: p.oidcCorrelationRule === CorrelationRule.OID_EQUALS_EXTERNAL_ID ? { oid: externalId } : {},
-              },
-            },
-          }).relationship;
-          const [inserted] = await tx
-            .insert(identities)
-            .values({
-              uid: newChildUid(p.groupUid),
-              parentUid: p.groupUid,
-              name: identityNameFrom(claims),
-              email: verifiedEmail ? email : "",
-              emailUnverified: verifiedEmail ? "" : email,
-              ...relationshipColumns(relationship),
-              identityProviderUid: p.uid,
-              externalId,
-            })
-            .onConflictDoNothing({ target: [identities.identityProviderUid, identities.externalId] })
-            .returning();
-          if (inserted) {
-            created = inserted;
-            const binding = newChildUid(p.groupUid);
-            await tx.insert(roleBindings).values({ uid: binding, groupUid: p.groupUid, identityUid: inserted.uid, roleUid: p.defaultRoleUid });
-            defaultBinding.push(binding);
-          }
+          const columns = identityFromToken({
+            issuer: p.oidcIssuer,
+            subject: verified.subject,
+            claims,
+            ...(p.oidcCorrelationRule === CorrelationRule.OID_EQUALS_EXTERNAL_ID ? { matchClaims: { oid: externalId } } : {}),
+          });
+          created = await identityStore.insertForToken(p.groupUid, columns, { uid: p.uid, externalId });
+          if (created) defaultBinding.push((await createRoleBindingStore(tx).ensure(p.groupUid, created.uid, p.defaultRoleUid)).uid);
           // Not inserted: a concurrent first login of the same person committed it first (its insert held
           // ours until then); read it now.
-          row = inserted ?? (await lockIdentity(tx, p.uid, externalId));
+          row = created ?? (await identityStore.lockByProvider(p.uid, externalId));
           if (!row) throw new Error(`identity of ${p.uid} ${externalId} neither inserted nor found`);
         }
         if (!row.active) return { uid: row.uid, active: false, created: false, changed: false };

@@ -125,8 +125,11 @@ export function resourceStore<
   const writableUid = (uid: string) => (spec.writable ? and(byUid(uid), spec.writable)! : byUid(uid));
   const missing = (uid: string) => notFound(spec.type, uid);
 
+  // The point read of every Get, prepared on first use (its query built once per executor, not per call).
+  let findStatement: { execute(values: { uid: string }): Promise<unknown[]> } | undefined;
   const find = async (uid: string): Promise<Row | undefined> => {
-    const [row] = await db.select(columns).from(table).where(byUid(uid));
+    findStatement ??= db.select(columns).from(table).where(eq(table.uid, sql.placeholder("uid"))).prepare(`find_${spec.type}`);
+    const [row] = await findStatement.execute({ uid });
     return row as Row | undefined;
   };
 

@@ -4,19 +4,19 @@
 // Decisions:
 // - One walk over each path finds both forms: a directory with maven-metadata.xml (its versions), or one whose
 //   subdirectories hold a .pom (versions are those directories; Debian's `debian` pseudo-version is skipped);
-//   `*.dist-info` directories (METADATA) and `.whl` files (METADATA inside the zip, read with node:zlib).
+//   `*.dist-info` directories (METADATA) and `.whl` files (METADATA inside the zip, read with yauzl: kernel/zip.ts).
 // - Records are grouped by artifact; each artifact is written in its own transaction, comparing with what is
 //   stored, so a second run writes nothing and a changed file rewrites only its rows. A file that cannot be
 //   read or parsed is reported as skipped with the reason and contributes nothing.
 // - Versions are never deleted by an import (several paths may feed one artifact).
 import { readFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { inflateRawSync } from "node:zlib";
 import { and, eq } from "drizzle-orm";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
 import { Ecosystem } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
 import { libraryArtifacts, libraryArtifactVersions } from "../db/schema/index.js";
 import type { Executor } from "../kernel/store.js";
+import { DEFAULT_ZIP_LIMITS, openZip } from "../kernel/zip.js";
 import { compareVersions, ecosystemPrefix, normalizePythonName } from "./ecosystems.js";
 
 export interface VersionRecord {
@@ -106,38 +106,28 @@ export function parseCoreMetadata(content: string): Map<string, string> {
   return headers;
 }
 
-/** The METADATA file of a wheel (a zip): read from the central directory, stored or deflated. */
-export function wheelMetadata(zip: Buffer, path: string): string {
-  let eocd = -1;
-  for (let i = zip.length - 22; i >= Math.max(0, zip.length - 22 - 65535); i--) {
-    if (zip.readUInt32LE(i) === 0x06054b50) {
-      eocd = i;
-      break;
-    }
+/**
+ * The METADATA file of a wheel (a zip: its path, or its bytes), read with yauzl within the kernel's zip
+ * limits; only the central directory and that one entry are read, never the whole wheel.
+ */
+export async function wheelMetadata(zip: string | Buffer, path: string): Promise<string> {
+  let archive;
+  try {
+    archive = await openZip(zip, DEFAULT_ZIP_LIMITS, (name) => /^[^/]+\.dist-info\/METADATA$/.test(name));
+  } catch (err) {
+    throw new Error(`${path}: ${(err as Error).message}`);
   }
-  if (eocd < 0) throw new Error(`${path}: not a zip file (no end of central directory)`);
-  const entries = zip.readUInt16LE(eocd + 10);
-  let p = zip.readUInt32LE(eocd + 16);
-  for (let n = 0; n < entries; n++) {
-    if (p + 46 > zip.length || zip.readUInt32LE(p) !== 0x02014b50) throw new Error(`${path}: corrupt zip central directory`);
-    const method = zip.readUInt16LE(p + 10);
-    const compressed = zip.readUInt32LE(p + 20);
-    const nameLen = zip.readUInt16LE(p + 28);
-    const extraLen = zip.readUInt16LE(p + 30);
-    const commentLen = zip.readUInt16LE(p + 32);
-    const local = zip.readUInt32LE(p + 42);
-    const name = zip.toString("utf8", p + 46, p + 46 + nameLen);
-    if (/^[^/]+\.dist-info\/METADATA$/.test(name)) {
-      if (zip.readUInt32LE(local) !== 0x04034b50) throw new Error(`${path}: corrupt zip entry ${name}`);
-      const start = local + 30 + zip.readUInt16LE(local + 26) + zip.readUInt16LE(local + 28);
-      const data = zip.subarray(start, start + compressed);
-      if (method === 0) return data.toString("utf8");
-      if (method === 8) return inflateRawSync(data).toString("utf8");
-      throw new Error(`${path}: ${name} uses unsupported compression method ${method}`);
+  try {
+    const entry = archive.entries[0];
+    if (!entry) throw new Error(`${path}: no *.dist-info/METADATA in the wheel`);
+    try {
+      return (await archive.read(entry)).toString("utf8");
+    } catch (err) {
+      throw new Error(`${path}: ${entry.name}: ${(err as Error).message}`);
     }
-    p += 46 + nameLen + extraLen + commentLen;
+  } finally {
+    archive.close();
   }
-  throw new Error(`${path}: no *.dist-info/METADATA in the wheel`);
 }
 
 class Collector {
@@ -203,7 +193,7 @@ async function walk(c: Collector, path: string, depth: number): Promise<void> {
     }
   };
   if (info.isFile()) {
-    if (path.endsWith(".whl")) await guard(path, async () => c.python(wheelMetadata(await readFile(path), path), path, info.size));
+    if (path.endsWith(".whl")) await guard(path, async () => c.python(await wheelMetadata(path, path), path, info.size));
     return;
   }
   if (!info.isDirectory()) return;

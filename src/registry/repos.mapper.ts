@@ -1,7 +1,6 @@
 // Repo rows <-> chainguard.platform.registry.v2.Repo and RepoReadme messages. sync_config and custom_overlay
 // are stored as their proto3 JSON (null when unset, so presence survives the round trip).
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   CustomOverlaySchema,
   RepoReadmeSchema,
@@ -12,10 +11,13 @@ import {
 } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { writableOf } from "../kernel/field-mask.js";
 import { fromStored, toStored } from "../kernel/stored-json.js";
+import { timestampOf } from "../kernel/timestamp.js";
 import type { ReadmeRow, RepoFields, RepoRow } from "../db/schema/index.js";
 
+/** The row as the message, every field set (a plain message object: no schema walk per row). */
 export function toRepo(row: RepoRow): Repo {
-  return create(RepoSchema, {
+  return {
+    $typeName: "chainguard.platform.registry.v2.Repo",
     uid: row.uid,
     name: row.name,
     description: row.description,
@@ -25,9 +27,9 @@ export function toRepo(row: RepoRow): Repo {
     activeTags: row.activeTags,
     syncConfig: fromStored(SyncConfigSchema, row.syncConfig ?? null),
     customOverlay: fromStored(CustomOverlaySchema, row.customOverlay ?? null),
-    createTime: timestampFromDate(row.createTime),
-    updateTime: timestampFromDate(row.updateTime),
-  });
+    createTime: timestampOf(row.createTime),
+    updateTime: timestampOf(row.updateTime),
+  };
 }
 
 /**

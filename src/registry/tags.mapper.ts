@@ -1,8 +1,8 @@
 // Tag rows <-> chainguard.platform.registry.v2.Tag messages, and the checks on a tag as clients send it
 // (violation paths relative to the tag: `name`, `digest`, `bundles`).
-import { create } from "@bufbuild/protobuf";
-import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { TagSchema, type Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { timestampOf } from "../kernel/timestamp.js";
 import type { FieldViolation } from "../kernel/errors/index.js";
 import { isValidDigest } from "./tag-kind.js";
 import type { TagRow, TagWrite } from "../db/schema/index.js";
@@ -14,16 +14,18 @@ export const MAX_BUNDLE_LENGTH = 256;
 
 export const DIGEST_DESCRIPTION = "must be sha256: followed by 64 lowercase hexadecimal characters";
 
+/** The row as the message, every field set (a plain message object: no schema walk per row of a page). */
 export function toTag(row: TagRow): Tag {
-  return create(TagSchema, {
+  return {
+    $typeName: "chainguard.platform.registry.v2.Tag",
     uid: row.uid,
     name: row.name,
     digest: row.digest,
+    updateTime: timestampOf(row.updateTime),
     deprecated: row.deprecated,
     bundles: row.bundles,
-    createTime: timestampFromDate(row.createTime),
-    updateTime: timestampFromDate(row.updateTime),
-  });
+    createTime: timestampOf(row.createTime),
+  };
 }
 
 export function digestViolations(digest: string, field = "digest"): FieldViolation[] {

@@ -11,10 +11,10 @@ import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.j
 import { TagSchema } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { tagCounts, tags, type TagRow, type TagWrite } from "../db/schema/index.js";
-import { scopePredicate } from "../kernel/auth/index.js";
-import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import { scopePredicate, scopePredicateOver, scopeValues } from "../kernel/auth/index.js";
+import { createPreparedList, listPage, type ListPage, type ListPlan, type Param } from "../kernel/list/index.js";
 import { resourceStore, underParent, updateWhereChanged, type Executor } from "../kernel/store.js";
-import { isWithin, newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { isEmptyUidp, isWithin, newChildUid, uidpPredicate, validateUidp } from "../kernel/uidp.js";
 import { tagKindOf } from "./tag-kind.js";
 
 export interface TagListFilter {
@@ -52,8 +52,16 @@ function tagCountExpression(repoUid: string, kinds: readonly number[]): SQL {
   return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where ${and(eq(tagCounts.repoUid, repoUid), kind)})`;
 }
 
+/** Whether the filter's uidp part is empty or children_of alone (the shapes listed by prepared statements). */
+function isPreparedShape(filter: TagListFilter): boolean {
+  const u = filter.uidp;
+  return !u || isEmptyUidp(u) || (Boolean(u.childrenOf) && !u.descendantsOf && !u.ancestorsOf && !u.inRoot && u.ids.length === 0);
+}
+
 export function createTagStore(db: Executor) {
   const base = resourceStore(db, { table: tags, type: TagSchema.typeName, parentType: RepoSchema.typeName });
+  // The common lists (a repo's tags, or all visible tags, with the optional filters) run prepared statements.
+  const prepared = createPreparedList(db, { name: "tags", table: tags, orderColumns: tagOrderColumns });
 
   return {
     ...base,
@@ -98,6 +106,8 @@ export function createTagStore(db: Executor) {
 
     /** A page of tags within the caller's scopes, filtered. */
     list(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagRow>> {
+      validateUidp(filter.uidp);
+      if (isPreparedShape(filter)) return listPrepared(plan, filter);
       const kinds = [...filter.kinds];
       const where = and(
         scopePredicate(tags.uid, filter.scopes),
@@ -112,4 +122,35 @@ export function createTagStore(db: Executor) {
       return listPage(db, { table: tags, where, orderColumns: tagOrderColumns, plan, ...(total ? { total } : {}) });
     },
   };
+
+  /** list() for the prepared shapes: the same predicates and total, over named values. */
+  function listPrepared(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagRow>> {
+    const { scopes, kinds, name, digest, updatedSince } = filter;
+    const repo = filter.uidp?.childrenOf || undefined;
+    const counted = countedRepo(filter);
+    // The total: the repo's counters when they give it and the repo is visible, 0 when it is not, else a count.
+    const totalKind = counted === undefined ? "count" : scopes.some((s) => isWithin(counted, s)) ? "counters" : "zero";
+    const kindIn = (p: Param) => (kinds.length === 1 ? sql`${tags.kind} = ${p("kind_0")}` : sql`${tags.kind} in (${sql.join(kinds.map((_, i) => p(`kind_${i}`)), sql`, `)})`);
+    const where = (p: Param) =>
+      and(
+        scopePredicateOver(tags.uid, scopes.length, p),
+        repo ? sql`${tags.repoUid} = ${p("repo")}` : undefined,
+        kindIn(p),
+        name ? sql`${tags.name} = ${p("name")}` : undefined,
+        digest ? sql`${tags.digest} = ${p("digest")}` : undefined,
+        updatedSince ? sql`${tags.updateTime} >= ${p("updated_since")}::timestamptz` : undefined,
+      );
+    const total = (p: Param): SQL => {
+      if (totalKind === "zero") return sql`0`;
+      if (totalKind === "counters") {
+        const countedKinds = kinds.length === 1 ? sql`${tagCounts.kind} = ${p("kind_0")}` : sql`${tagCounts.kind} in (${sql.join(kinds.map((_, i) => p(`kind_${i}`)), sql`, `)})`;
+        return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where (${tagCounts.repoUid} = ${p("repo")} and ${countedKinds}))`;
+      }
+      return sql`(select count(*) from ${tags} where ${where(p)})`;
+    };
+    const values: Record<string, unknown> = { ...scopeValues(scopes), repo, name, digest, updated_since: updatedSince };
+    kinds.forEach((k, i) => (values[`kind_${i}`] = k));
+    const shape = `scopes=${scopes.length};kinds=${kinds.length};${repo ? "repo;" : ""}${name ? "name;" : ""}${digest ? "digest;" : ""}${updatedSince ? "since;" : ""}${totalKind}`;
+    return prepared.page(plan, { shape, where, total, values });
+  }
 }

@@ -1,5 +1,6 @@
 // The request handler of the whole service: the Connect router (gRPC, gRPC-web, Connect) with its
-// interceptors, the REST gateway over the same router, health and reflection, and /healthz.
+// interceptors, the REST gateway over the same router, health and reflection, /healthz, and the API
+// reference (/openapi.json, /docs).
 import type http from "node:http";
 import type http2 from "node:http2";
 import { sql } from "drizzle-orm";
@@ -15,6 +16,7 @@ import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type
 import { createGrantsCache } from "../kernel/auth/grants-cache.js";
 import { canAssume, createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
+import { createDocsRoutes } from "./docs-routes.js";
 import { createScimRoutes } from "../iam/scim.routes.js";
 import { log } from "../kernel/log.js";
 import { peerContextValues } from "../kernel/peer.js";
@@ -31,6 +33,8 @@ import { createProviderLogin } from "../iam/sso-login.js";
 import { stsBindings } from "../sts/index.js";
 import { registryBindings } from "../registry/index.js";
 import { librariesBindings } from "../libraries/index.js";
+import { advisoryBindings } from "../advisory/index.js";
+import { vulnerabilitiesBindings } from "../vulnerabilities/index.js";
 import { eventsBindings } from "../events/index.js";
 import { sinkPolicyFor, type SinkPolicy } from "../events/sinks.js";
 import { createSecretBox } from "../iam/secret-box.js";
@@ -41,6 +45,11 @@ import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
 import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
 import { createDeadline, withClientTimeoutCap } from "./deadline.js";
+import { withCors } from "./cors.js";
+import { requestKey, type Protocol } from "../kernel/request.js";
+import { createMetrics, type Metrics } from "./metrics.js";
+import { createObserver, isClientGone } from "./observe.js";
+import { createMetricsRoute } from "./metrics-route.js";
 
 /** How often the health status probes PostgreSQL, and how long a probe may take. */
 const DATABASE_PROBE_INTERVAL_MS = 1_000;
@@ -83,6 +92,13 @@ export interface AppDeps {
   overrides?: readonly ServiceBinding[];
   /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
   limits?: Partial<RequestLimits>;
+  /** Browser origins allowed to call the API (CORS, server/cors.ts). Default none: no CORS header at all. */
+  corsAllowedOrigins?: readonly string[];
+  /**
+   * METRICS_TOKEN: when set, /metrics is also served on this port to requests bearing it. Unset: /metrics is
+   * served only by the metrics listener (metrics-route.ts), off the API port.
+   */
+  metricsToken?: string | undefined;
 }
 
 /** What one request may use, on every protocol (config.ts reads them from the environment). */
@@ -106,6 +122,8 @@ export const defaultRequestLimits: RequestLimits = {
 
 export interface App {
   handler: RequestHandler;
+  /** This server's metrics (its own registry): the metrics listener serves them; main adds the event worker. */
+  metrics: Metrics;
   /** Marks the service NOT_SERVING for health checks (first step of a graceful stop). */
   drain(): void;
   /** Stops what the app runs besides requests (the grants subscription); the database stays open. */
@@ -117,7 +135,7 @@ export interface App {
  * the outbox tests read this list to find the services they must cover.
  */
 export function domainBindings(domain: DomainDeps): ServiceBinding[] {
-  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...eventsBindings(domain), ...librariesBindings(domain)];
+  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...eventsBindings(domain), ...librariesBindings(domain), ...vulnerabilitiesBindings(domain), ...advisoryBindings(domain)];
 }
 
 /**
@@ -147,6 +165,16 @@ function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChange
     bound.set(b.service.typeName, b);
   }
   return servedServices.map((service) => bound.get(service.typeName) ?? bindPartial(service, {}));
+}
+
+const GRPC_WEB = /^application\/grpc-web/i;
+const GRPC = /^application\/grpc/i;
+
+/** The protocol of a call on an RPC path, by its content type (Connect: anything else, JSON or binary). */
+function rpcProtocolOf(contentType: string | undefined): Protocol {
+  if (contentType === undefined) return "connect";
+  if (GRPC_WEB.test(contentType)) return "grpc-web";
+  return GRPC.test(contentType) ? "grpc" : "connect";
 }
 
 function registerServices(router: ConnectRouter, bindings: readonly ServiceBinding[]): void {
@@ -201,10 +229,15 @@ export function createApp(deps: AppDeps): App {
   health.register(router);
   registerReflection(router, { files: allFiles, services: () => [...new Set(router.handlers.map((h) => h.service.typeName))] });
 
-  const rpcByPath = new Map<string, UniversalHandler>(
+  // Each RPC path: its handler (behind the protocol layer's error completion) and its metric labels.
+  const rpcByPath = new Map<string, { handler: UniversalHandler; service: string; method: string }>(
     router.handlers.map((h) => [
       h.requestPath,
-      withClientTimeoutCap(withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression, maxRequestBytes: limits.maxRequestBytes }), limits.requestTimeoutMs),
+      {
+        handler: withClientTimeoutCap(withPublicErrors(h, { serviceDomain: deps.serviceDomain, registry, compression, maxRequestBytes: limits.maxRequestBytes }), limits.requestTimeoutMs),
+        service: h.service.typeName,
+        method: h.method.name,
+      },
     ]),
   );
   const gateway = createRestGateway({
@@ -232,37 +265,70 @@ export function createApp(deps: AppDeps): App {
 
   const oidc = createOidcRoutes({ issuerUrl: deps.issuerUrl, keys: deps.keys, serviceDomain: deps.serviceDomain });
 
+  // The API reference: /openapi.json generated from the descriptors of what this server serves, and /docs.
+  const docs = createDocsRoutes({ methods: servedMethods, serviceDomain: deps.serviceDomain });
+
   // SCIM 2.0 (identity providers provisioning their users): its own paths and shapes, outside the contract.
   const scim = createScimRoutes({ db: deps.database.db, issuerUrl: deps.issuerUrl, maxBodyBytes: limits.maxRequestBytes, grantsChanged: grants.clear });
 
+  const metrics = createMetrics();
+  metrics.observeDatabase(deps.database.stats);
+  const observer = createObserver(metrics);
+  const metricsRoute = deps.metricsToken ? createMetricsRoute(metrics, deps.metricsToken) : undefined;
+
+  // Every request passes here first, on every protocol and route: observer.begin gives it its id and record
+  // (the access line and the metrics at its end), which the layers below complete.
   const handler: RequestHandler = (req, res) => {
     const url = req.url ?? "/";
     const path = url.split("?", 1)[0]!;
+    const rpc = rpcByPath.get(path);
+    if (rpc) {
+      const record = observer.begin(req, res, rpcProtocolOf(req.headers["content-type"]), rpc.service, rpc.method);
+      const values = peerContextValues(req);
+      values.set(requestKey, record);
+      record.values = values;
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
+      rpc
+        .handler(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .catch((err: unknown) => {
+          // A client that went away is the access line's "clientClosed" (info); anything else is a fault.
+          if (!isClientGone(err, res)) log.warn("rpc response failed", { requestId: record.id, path, err });
+        });
+      return;
+    }
     if (oidc.handles(path)) {
-      void oidc.handle(req, res, path);
+      const record = observer.begin(req, res, "rest", "http", "oidc");
+      void oidc.handle(req, res, path, record.id);
+      return;
+    }
+    if (docs.handles(path)) {
+      void docs.handle(req, res, path);
       return;
     }
     if (scim.handles(path)) {
+      observer.begin(req, res, "rest", "http", "scim");
       void scim.handle(req, res, path, url.slice(path.length + 1));
       return;
     }
-    const rpc = rpcByPath.get(path);
-    if (rpc) {
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, peerContextValues(req));
-      rpc(uReq)
-        .then((uRes) => universalResponseToNodeResponse(uRes, res))
-        .catch((err: unknown) => log.warn("rpc response failed", { path, err }));
-      return;
-    }
     if (path === "/healthz" && (req.method === "GET" || req.method === "HEAD")) {
+      observer.begin(req, res, "rest", "http", "healthz");
       void healthz(res);
       return;
     }
-    gateway.handle(req, res).catch((err: unknown) => log.error("gateway failed", { path, err }));
+    if (metricsRoute && path === "/metrics") {
+      observer.begin(req, res, "rest", "http", "metrics");
+      void metricsRoute(req, res);
+      return;
+    }
+    // Labelled "unknown" until the gateway matches a route (it then names the method).
+    const record = observer.begin(req, res, "rest", "unknown", "unknown");
+    gateway.handle(req, res, record).catch((err: unknown) => log.error("gateway failed", { requestId: record.id, path, err }));
   };
 
   return {
-    handler,
+    handler: withCors(handler, deps.corsAllowedOrigins ?? []),
+    metrics,
     drain: () => health.shutdown(),
     async close() {
       database.close();

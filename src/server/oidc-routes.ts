@@ -27,9 +27,10 @@ export function createOidcRoutes(opts: { issuerUrl: string; keys: KeyStore; serv
   };
   return {
     handles: (path: string) => path === DISCOVERY_PATH || path === JWKS_PATH,
-    async handle(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, path: string) {
+    /** `requestId`: the request's id (kernel/request.ts), for the ErrorInfo of an error. */
+    async handle(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, path: string, requestId?: string) {
       if (req.method !== "GET" && req.method !== "HEAD") {
-        const error = toRestError(methodNotAllowed(req.method ?? "", path, ["GET", "HEAD"]), opts.serviceDomain, registry);
+        const error = toRestError(methodNotAllowed(req.method ?? "", path, ["GET", "HEAD"]), opts.serviceDomain, registry, requestId);
         const headers: Record<string, string> = { "content-type": "application/json" };
         error.headers.forEach((value, name) => (headers[name] = value));
         (res as http.ServerResponse).writeHead(error.status, headers).end(error.body);

@@ -31,6 +31,7 @@ import {
   toPublicError,
   unsupportedMediaType,
 } from "../kernel/errors/index.js";
+import { requestKey, type RequestRecord } from "../kernel/request.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
 const CONNECT_JSON = /^application\/json(;|$)/i;
@@ -88,11 +89,15 @@ function isUndecodableRequest(err: ConnectError): boolean {
  * `located` names (a Connect JSON body), else on the body. RESOURCE_EXHAUSTED from the protocol layer is
  * its read limit (readMaxBytes, the only limit it enforces on a request): PAYLOAD_TOO_LARGE, as REST says.
  */
-function complete(err: ConnectError, domain: string, maxRequestBytes: number, located?: ConnectError): ConnectError {
-  if (hasErrorInfo(err)) return toPublicError(err, domain);
-  if (err.code === Code.ResourceExhausted) return toPublicError(payloadTooLarge(maxRequestBytes), domain);
-  if (!isUndecodableRequest(err)) return toPublicError(err, domain);
-  return toPublicError(located ?? invalidArgument({ field: "body", description: err.rawMessage }), domain);
+function complete(err: ConnectError, domain: string, maxRequestBytes: number, record: RequestRecord | undefined, located?: ConnectError): ConnectError {
+  const context = { requestId: record?.id };
+  let out: ConnectError;
+  if (hasErrorInfo(err)) out = toPublicError(err, domain, context);
+  else if (err.code === Code.ResourceExhausted) out = toPublicError(payloadTooLarge(maxRequestBytes), domain, context);
+  else if (!isUndecodableRequest(err)) out = toPublicError(err, domain, context);
+  else out = toPublicError(located ?? invalidArgument({ field: "body", description: err.rawMessage }), domain, context);
+  if (record) record.code = out.code;
+  return out;
 }
 
 function singleChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
@@ -144,6 +149,7 @@ async function patchConnectUnary(
   res: UniversalServerResponse,
   domain: string,
   maxRequestBytes: number,
+  record: RequestRecord | undefined,
   locate: () => Promise<ConnectError | undefined>,
 ): Promise<UniversalServerResponse> {
   // A compressed body is a large error, which only handlers produce (through the boundary, so complete
@@ -160,7 +166,7 @@ async function patchConnectUnary(
   }
   if (hasErrorInfo(err)) return passThrough;
   const located = err.code === Code.InvalidArgument ? await locate().catch(() => undefined) : undefined;
-  const completed = complete(err, domain, maxRequestBytes, located);
+  const completed = complete(err, domain, maxRequestBytes, record, located);
   const body = errorToJsonBytes(completed, {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));
@@ -168,14 +174,15 @@ async function patchConnectUnary(
 }
 
 /** A bare HTTP status from the protocol layer (no body) as a Connect error with ErrorInfo. */
-function refusal(req: UniversalServerRequest, res: UniversalServerResponse, handler: UniversalHandler, domain: string): UniversalServerResponse {
+function refusal(req: UniversalServerRequest, res: UniversalServerResponse, handler: UniversalHandler, domain: string, record: RequestRecord | undefined): UniversalServerResponse {
   const path = new URL(req.url).pathname;
   let cause: ConnectError;
   if (res.status === 405) cause = methodNotAllowed(req.method, path, handler.allowedMethods);
   else if (res.status === 415) cause = unsupportedMediaType(req.header.get("content-type") ?? "", path);
   else if (res.status === 505) cause = httpVersionNotSupported(req.httpVersion, path);
   else cause = new ConnectError(`HTTP ${res.status}`, codeFromHttpStatus(res.status));
-  const error = toPublicError(cause, domain);
+  const error = toPublicError(cause, domain, { requestId: record?.id });
+  if (record) record.code = error.code;
   const body = errorToJsonBytes(error, {});
   const header = new Headers(res.header);
   error.metadata.forEach((value, name) => header.set(name, value));
@@ -188,29 +195,36 @@ function refusal(req: UniversalServerRequest, res: UniversalServerResponse, hand
  * gRPC status fields (trailers, or headers of a trailers-only response, or a gRPC-web trailer frame): an error
  * without details is completed, and grpc-message is re-encoded. Returns whether it reports an error.
  */
-function patchGrpcStatus(fields: Headers | undefined, domain: string, maxRequestBytes: number): boolean {
+function patchGrpcStatus(fields: Headers | undefined, domain: string, maxRequestBytes: number, record: RequestRecord | undefined): boolean {
   if (!fields) return false;
   const status = fields.get(headerGrpcStatus);
-  if (status === null || status === "0") return false;
+  if (status === null) return false;
+  if (record) record.code = Number(status) as Code;
+  if (status === "0") return false;
   if (!fields.has(headerStatusDetailsBin)) {
     const err = findTrailerError(fields);
     // A fresh error: the one found carries every field as metadata, which setTrailerStatus would append again.
-    if (err) setTrailerStatus(fields, complete(new ConnectError(err.rawMessage, err.code), domain, maxRequestBytes));
+    if (err) setTrailerStatus(fields, complete(new ConnectError(err.rawMessage, err.code), domain, maxRequestBytes, record));
   }
   const message = fields.get(headerGrpcMessage);
   if (message !== null) fields.set(headerGrpcMessage, encodeGrpcMessage(decodeConnectMessage(message)));
   return true;
 }
 
-function patchGrpc(res: UniversalServerResponse, domain: string, maxRequestBytes: number): UniversalServerResponse {
-  patchGrpcStatus(res.header, domain, maxRequestBytes); // trailers-only responses
+function patchGrpc(res: UniversalServerResponse, domain: string, maxRequestBytes: number, record: RequestRecord | undefined): UniversalServerResponse {
+  patchGrpcStatus(res.header, domain, maxRequestBytes, record); // trailers-only responses
   const body = res.body;
   if (!body) return res;
   return {
     ...res,
     body: (async function* () {
-      yield* body;
-      patchGrpcStatus(res.trailer, domain, maxRequestBytes); // written by the adapter after the body ends
+      let bytes = 0;
+      for await (const chunk of body) {
+        bytes += chunk.byteLength;
+        yield chunk;
+      }
+      if (record) record.bytesOut = bytes;
+      patchGrpcStatus(res.trailer, domain, maxRequestBytes, record); // written by the adapter after the body ends
     })(),
   };
 }
@@ -225,6 +239,7 @@ async function patchTrailerFrame(
   encoding: string | null,
   compression: readonly Compression[],
   maxRequestBytes: number,
+  record: RequestRecord | undefined,
 ): Promise<Uint8Array | undefined> {
   let trailer: Headers;
   try {
@@ -235,7 +250,7 @@ async function patchTrailerFrame(
   } catch {
     return undefined;
   }
-  if (!patchGrpcStatus(trailer, domain, maxRequestBytes)) return undefined;
+  if (!patchGrpcStatus(trailer, domain, maxRequestBytes, record)) return undefined;
   const body = trailerSerialize(trailer);
   const out = new Uint8Array(5 + body.byteLength);
   out[0] = trailerFlag;
@@ -249,8 +264,14 @@ async function patchTrailerFrame(
  * carries the status. Frames are passed on as soon as they are complete (streams are not held back); only a
  * trailer frame reporting an error is rewritten. (Connect refuses gRPC-web-text with 415: see refusal.)
  */
-function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression: readonly Compression[], maxRequestBytes: number): UniversalServerResponse {
-  patchGrpcStatus(res.header, domain, maxRequestBytes);
+function patchGrpcWeb(
+  res: UniversalServerResponse,
+  domain: string,
+  compression: readonly Compression[],
+  maxRequestBytes: number,
+  record: RequestRecord | undefined,
+): UniversalServerResponse {
+  patchGrpcStatus(res.header, domain, maxRequestBytes, record);
   const body = res.body;
   if (!body) return res;
   const encoding = res.header?.get(headerEncoding) ?? null;
@@ -258,6 +279,7 @@ function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression:
     ...res,
     body: (async function* () {
       let pending = new Uint8Array(0);
+      let bytes = 0;
       for await (const chunk of body) {
         const joined = new Uint8Array(pending.byteLength + chunk.byteLength);
         joined.set(pending);
@@ -268,14 +290,18 @@ function patchGrpcWeb(res: UniversalServerResponse, domain: string, compression:
           const length = new DataView(joined.buffer, joined.byteOffset + offset + 1, 4).getUint32(0);
           if (joined.byteLength - offset < 5 + length) break;
           const frame = joined.subarray(offset, offset + 5 + length);
-          const patched = frame[0]! & trailerFlag ? await patchTrailerFrame(frame, domain, encoding, compression, maxRequestBytes) : undefined;
+          const patched = frame[0]! & trailerFlag ? await patchTrailerFrame(frame, domain, encoding, compression, maxRequestBytes, record) : undefined;
           out.push(patched ?? frame);
           offset += 5 + length;
         }
         pending = joined.slice(offset);
-        for (const f of out) yield f;
+        for (const f of out) {
+          bytes += f.byteLength;
+          yield f;
+        }
       }
       if (pending.byteLength > 0) yield pending;
+      if (record) record.bytesOut = bytes + pending.byteLength;
     })(),
   };
 }
@@ -303,15 +329,16 @@ export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOp
   const domain = errorDomainOf(handler.method, opts.serviceDomain);
   const { compression, registry, maxRequestBytes } = opts;
   const wrapped = async (req: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    const record = recording(req);
-    const res = await handler(record?.req ?? req);
+    const recorded = recording(req);
+    const record = req.contextValues?.get(requestKey);
+    const res = await handler(recorded?.req ?? req);
     const contentType = req.header.get("content-type") ?? "";
-    if (res.status !== 200 && res.body === undefined) return refusal(req, res, handler, domain);
-    if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression, maxRequestBytes);
-    if (GRPC.test(contentType)) return patchGrpc(res, domain, maxRequestBytes);
+    if (res.status !== 200 && res.body === undefined) return refusal(req, res, handler, domain, record);
+    if (GRPC_WEB.test(contentType)) return patchGrpcWeb(res, domain, compression, maxRequestBytes, record);
+    if (GRPC.test(contentType)) return patchGrpc(res, domain, maxRequestBytes, record);
     if (res.status !== 200 && res.body && CONNECT_UNARY.test(contentType)) {
-      const out = await patchConnectUnary(res, domain, maxRequestBytes, async () => {
-        const bytes = record && (await decompress(record.bytes(), req.header.get("content-encoding"), compression, maxRequestBytes));
+      const out = await patchConnectUnary(res, domain, maxRequestBytes, record, async () => {
+        const bytes = recorded && (await decompress(recorded.bytes(), req.header.get("content-encoding"), compression, maxRequestBytes));
         return bytes && locateJsonBodyError(handler.method.input, bytes, registry);
       });
       if (out.status !== 401) return out;

@@ -230,6 +230,19 @@ const table: Record<string, Row> = {
   "ArtifactsService.ListArtifacts": { request: () => ({ ecosystems: [1] }), allowed: "OK" },
   "ArtifactsService.ListArtifactVersions": { request: () => ({ artifactId: "pypi/absent-matrix" }), allowed: Code.NotFound },
   "ArtifactsService.GetArtifactCount": { request: () => ({ ecosystems: [1, 2] }), allowed: "OK" },
+  // GetAdvisory's rule names its uid as the scope, but an advisory belongs to no group (global data): the
+  // capability anywhere suffices here too (the caller holding it nowhere is in advisories.contract.test.ts).
+  "AdvisoriesService.GetAdvisory": { request: () => ({ uid: "matrix:CGA-absent" }), allowed: Code.NotFound },
+  "AdvisoriesService.ListAdvisories": { request: () => ({}), allowed: "OK" },
+  // No authentication (the rule is `disabled`): everyone, with any token or none, is answered.
+  "SecurityAdvisoryService.ListDocuments": { request: () => ({ id: "absent-matrix" }), allowed: "OK" },
+  "SecurityAdvisoryService.ListVulnerabilityMetadata": { request: () => ({ ids: ["ABSENT-MATRIX"] }), allowed: "OK" },
+  // The four capabilities on any group; the request names no image ref, so a caller who passes the check is
+  // told image_refs is required (the check of the request comes after the capability check).
+  "SecurityAdvisoryService.ListResolvedVulnsReports": {
+    request: () => ({ startTime: { seconds: 1725148800n }, endTime: { seconds: 1725235200n } }),
+    allowed: Code.InvalidArgument,
+  },
 
   "ExternalGroupRoleMappingsService.GetExternalGroupRoleMapping": { request: (t) => ({ uid: t.mapping }), allowed: "OK" },
   // Also needs every capability of the role on the organization, which only the owner (bound there) holds.

@@ -38,7 +38,7 @@ import {
   termsAcceptances,
 } from "../../src/db/schema/index.js";
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
-import { ruleOf } from "../../src/kernel/auth/index.js";
+import { globalDataServices, ruleOf } from "../../src/kernel/auth/index.js";
 import { registry, servedMethods } from "../../src/kernel/descriptors.js";
 import { isValidUid, isWithin, newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { tagKindOf } from "../../src/registry/tag-kind.js";
@@ -181,10 +181,15 @@ afterAll(async () => {
 
 const isUnary = (m: DescMethod): m is DescMethodUnary => m.methodKind === "unary";
 /**
- * Services over global data (not per organization: the library artifacts): no row belongs to B, so there is
- * nothing of B to reach; their authorization is in the matrix and their contract tests.
+ * Services over global data (not per organization: the library artifacts, the advisories): no row belongs to
+ * B, so there is nothing of B to reach; their authorization is in the matrix and their contract tests.
  */
-const globalServices: ReadonlySet<string> = new Set(["chainguard.platform.libraries.v2.ArtifactsService"]);
+const globalServices: ReadonlySet<string> = new Set([
+  ...globalDataServices,
+  // Advisory data; its one authenticated method reads B's registry only to check that a named repo is visible,
+  // which security-advisory.contract.test.ts covers (NOT_FOUND for a repo of a group the caller cannot see).
+  "chainguard.platform.advisory.v2.SecurityAdvisoryService",
+]);
 /** The unary methods of every service the server implements that holds per-organization data. */
 function implementedMethods(): DescMethodUnary[] {
   const services = new Set(implementedServices().map((service) => service.typeName));

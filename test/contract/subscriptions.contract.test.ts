@@ -204,6 +204,26 @@ runContractCases("CreateSubscription", base, [
     },
   }),
   contractCase({
+    name: "another spelling of a subscribed sink (scheme and host case, default port) is the same sink: ALREADY_EXISTS",
+    method: SubscriptionsService.method.createSubscription,
+    request: () => ({ parent: world.org, subscription: { sink: "HTTPS://Hooks.INVALID:443/taken" } }),
+    headers: () => world.auth("editor"),
+    error: {
+      code: Code.AlreadyExists,
+      reason: "ALREADY_EXISTS",
+      domain: "events.platform.test",
+      details: [{ schema: ResourceInfoSchema, value: { resourceType: SUBSCRIPTION, resourceName: lazy(() => fx.taken) } }],
+    },
+  }),
+  contractCase({
+    name: "a sink is stored as the URL parser writes it (host lowercased, an empty path made /)",
+    method: SubscriptionsService.method.createSubscription,
+    request: () => ({ parent: world.other, subscription: { sink: "https://Spelled.INVALID" } }),
+    headers: () => world.auth("editor"),
+    only: ["grpc"],
+    response: (r) => expect(r.sink).toBe("https://spelled.invalid/"),
+  }),
+  contractCase({
     name: "the same sink in another group is fine",
     method: SubscriptionsService.method.createSubscription,
     request: () => ({ parent: world.other, subscription: { sink: fx.takenSink } }),

@@ -23,7 +23,8 @@ import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_p
 import { externalGroupRoleMappings, identities, identityProviders, refreshTokens, roleBindings } from "../../src/db/schema/index.js";
 import { outboxEvents } from "../../src/db/schema/outbox.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
-import { groupsOf, identityNameFrom } from "../../src/iam/sso-login.js";
+import { identityNameFrom } from "../../src/iam/identities.mapper.js";
+import { groupsOf } from "../../src/iam/sso-login.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "../contract/harness.js";
 import { startFakeIssuer, type FakeIssuer } from "../support/fake-issuer.js";

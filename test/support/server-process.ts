@@ -77,6 +77,8 @@ export async function startServerProcess(databaseUrl: string, env: Record<string
       SERVER_MODE: "development",
       ISSUER_URL: TEST_ISSUER,
       LOG_LEVEL: "info",
+      // Several processes run at once: each its own metrics port.
+      METRICS_ADDR: "127.0.0.1:0",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],
@@ -99,8 +101,15 @@ export async function startServerProcess(databaseUrl: string, env: Record<string
     });
     child.stderr!.on("data", (b: Buffer) => {
       stderr += b.toString();
-      const m = /"msg":"listening".*?"port":(\d+)/.exec(stderr);
-      if (m) port = Number(m[1]);
+      // The API listener's line (pino writes "msg" after the fields: each line is read as JSON).
+      for (const line of stderr.split("\n")) {
+        if (port !== undefined || !line.includes('"msg":"listening"')) continue;
+        try {
+          port = Number((JSON.parse(line) as { port?: number }).port);
+        } catch {
+          // An incomplete line: read again with the next chunk.
+        }
+      }
       check();
     });
     void exited.then(({ code, signal }) => reject(new Error(`server exited (${code ?? signal}) before it was ready:\n${stderr}`)));

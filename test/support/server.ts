@@ -11,6 +11,8 @@ import { createExternalVerifier, type ExternalVerifierOptions } from "../../src/
 import { openTestDatabase, type TestDatabase } from "./database.js";
 import { sinkPolicyFor } from "../../src/events/sinks.js";
 import { startDeliveryWorker, type DeliveryOptions, type DeliveryWorker } from "../../src/events/delivery/worker.js";
+import type { Metrics } from "../../src/server/metrics.js";
+import { registerSecret } from "./secrets.js";
 
 export interface TestServer {
   baseUrl: string;
@@ -21,10 +23,12 @@ export interface TestServer {
   token(identityUid: string, opts?: { ttlSeconds?: number }): Promise<string>;
   /** The event delivery worker, when the server was started with `delivery`. */
   events: DeliveryWorker | undefined;
+  /** The server's metrics (its own registry; the worker's counts included when it runs one). */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs">> & {
+export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs" | "corsAllowedOrigins" | "metricsToken">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
@@ -80,6 +84,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const events = delivery
     ? await startDeliveryWorker({ db: database.db, keys, issuer: baseUrl, sinks, listen: database.listen, options: delivery })
     : undefined;
+  if (events) app.metrics.observeEvents(events);
   return {
     baseUrl,
     port,
@@ -87,13 +92,16 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     keys,
     async token(identityUid, t = {}) {
       const ttl = t.ttlSeconds ?? 600;
-      if (ttl >= 0) {
-        return (await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: ttl })).token;
-      }
-      // An expired token: issued and expired in the past, beyond the verifier's clock tolerance.
-      return (await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: 1, notAfter: Math.floor(Date.now() / 1000) + ttl })).token;
+      const { token } =
+        ttl >= 0
+          ? await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: ttl })
+          : // An expired token: issued and expired in the past, beyond the verifier's clock tolerance.
+            await mintToken(keys, { issuer: baseUrl, subject: identityUid, audience: baseUrl, ttlSeconds: 1, notAfter: Math.floor(Date.now() / 1000) + ttl });
+      registerSecret(token); // never to be logged (log-capture.ts)
+      return token;
     },
     events,
+    metrics: app.metrics,
     async close() {
       app.drain();
       await Promise.all([listener.close(1000), events?.stop(1000)]);

@@ -140,3 +140,40 @@ describe("loadConfig", () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 });
+
+describe("metrics settings", () => {
+  it("serve /metrics on a loopback listener of its own by default, and not on the API port", () => {
+    expect(loadConfig({}).metrics).toEqual({ listen: { host: "127.0.0.1", port: 9464 }, listenExplicit: false, token: undefined });
+  });
+
+  it.each([
+    ["0.0.0.0:9100", { host: "0.0.0.0", port: 9100 }],
+    ["[::1]:9464", { host: "::1", port: 9464 }],
+    ["metrics.internal:0", { host: "metrics.internal", port: 0 }],
+    ["off", undefined],
+  ])("METRICS_ADDR=%s", (raw, listen) => {
+    const c = loadConfig({ METRICS_ADDR: raw });
+    expect(c.metrics.listen).toEqual(listen);
+    expect(c.metrics.listenExplicit).toBe(true);
+  });
+
+  it.each(["9464", "host:", ":9464", "host:70000", "a b:1", "[::1]"])("refuses METRICS_ADDR=%s", (raw) => {
+    expect(() => loadConfig({ METRICS_ADDR: raw })).toThrow(/METRICS_ADDR must be <host>:<port>/);
+  });
+
+  it("reads METRICS_TOKEN, and refuses a short one or one with spaces without quoting it", () => {
+    const token = "0123456789abcdef0123456789abcdef";
+    expect(loadConfig({ METRICS_TOKEN: token }).metrics.token).toBe(token);
+    for (const bad of ["short-token", `${token} with spaces`]) {
+      let message = "";
+      try {
+        loadConfig({ METRICS_TOKEN: bad });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(/METRICS_TOKEN must be 32 to 512 printable ASCII characters/);
+      expect(message).not.toContain(bad);
+    }
+  });
+});

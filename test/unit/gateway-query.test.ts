@@ -171,9 +171,9 @@ describe("applyQuery: rejected parameters name the field", () => {
     ["labels.a=1", "labels.a", /labels is a map/],
     ["ts.seconds=1", "ts.seconds", /ts is a google.protobuf.Timestamp, set as one value/],
     ["inner.descendantsOf.x=1", "inner.descendants_of.x", /inner\.descendants_of is not a message/], // proto names, whatever the key used
-    ["inner=x", "inner", /is a message \(gwtest.Inner\); set its fields instead/],
-    ["st=x", "st", /is a message \(google.protobuf.Struct\)/],
-    ["inners=x", "inners", /is a message/],
+    ["inner=x", "inner", /^is a message \(gwtest.Inner\): the value must be its proto3 JSON object; got text that is not JSON$/],
+    ["st=x", "st", /^is a google.protobuf.Struct, which query parameters cannot set$/],
+    ["inners=x", "inners[0]", /is a message \(gwtest.Inner\).*not JSON/],
     ["labels=x", "labels", /map fields cannot be set/],
     ["b=yes", "b", /expected bool/],
     ["b=1", "b", /expected bool/],
@@ -223,8 +223,77 @@ describe("applyQuery: rejected parameters name the field", () => {
   });
 
   it("returns the proto paths it set", () => {
+    expect([...applyQuery(AllTypes, create(AllTypes) as Message, new URLSearchParams(`inners=${q({})}&inner=${q({})}`), free, registry)]).toEqual(["inners", "inner"]);
     const msg = create(AllTypes) as Message;
     const set = applyQuery(AllTypes, msg, new URLSearchParams("updateMask=name&inner.descendantsOf=x"), free, registry);
     expect([...set]).toEqual(["update_mask", "inner.descendants_of"]);
+  });
+});
+
+/** A JSON value as a URL-encoded query value. */
+function q(value: unknown): string {
+  return encodeURIComponent(JSON.stringify(value));
+}
+
+describe("applyQuery: message fields as JSON objects", () => {
+  it.each<[string, string, JsonValue]>([
+    ["one element", `inners=${q({ name: "a", count: 2 })}`, { inners: [{ name: "a", count: 2 }] }],
+    ["elements in order", `inners=${q({ name: "a" })}&inners=${q({ descendantsOf: "x", deep: { count: 1 } })}&inners=${q({})}`, { inners: [{ name: "a" }, { descendantsOf: "x", deep: { count: 1 } }, {}] }],
+    ["proto names inside and as the key", `inners=${q({ descendants_of: "x" })}&inner=${q({ descendants_of: "y" })}`, { inners: [{ descendantsOf: "x" }], inner: { descendantsOf: "y" } }],
+    ["a singular message", `inner=${q({ name: "n", deep: { deep: { name: "d" } } })}`, { inner: { name: "n", deep: { deep: { name: "d" } } } }],
+    ["an empty singular message is set", `inner=${q({})}`, { inner: {} }],
+    ["a message inside a nested message", `inner.deep=${q({ count: 3 })}&inner.name=x`, { inner: { deep: { count: 3 }, name: "x" } }],
+    ["with other parameters", `inners=${q({ name: "a" })}&ts=2024-01-02T03:04:05Z&strs=s`, { inners: [{ name: "a" }], ts: "2024-01-02T03:04:05Z", strs: ["s"] }],
+    ["unknown keys ignored, at any depth", `inners=${q({ name: "a", colour: "red", deep: { shade: 1, count: 2 } })}`, { inners: [{ name: "a", deep: { count: 2 } }] }],
+    ["int64 as a string or a number, as in a body", `inner=${q({ count: "5" })}`, { inner: { count: 5 } }],
+  ])("%s", (_, query, want) => {
+    expect(parse(query)).toEqual(want);
+  });
+
+  it.each<[string, string, string, RegExp]>([
+    ["not JSON", `inners=${q({ name: "a" })}&inners=${encodeURIComponent("{name:'b'}")}`, "inners[1]", /^is a message \(gwtest.Inner\): the value must be its proto3 JSON object; got text that is not JSON$/],
+    ["an array", `inners=${q([{ name: "a" }])}`, "inners[0]", /got an array$/],
+    ["a string", `inner=${q("a")}`, "inner", /got a string$/],
+    ["a number", `inners=1`, "inners[0]", /got a number$/],
+    ["null", `inner=null`, "inner", /got null$/],
+    ["empty", `inner=`, "inner", /not JSON/],
+    ["a field of the wrong type", `inners=${q({ name: "a" })}&inners=${q({ count: "many" })}`, "inners[1].count", /int32/],
+    ["a wrong type deeper in", `inners=${q({ deep: { deep: { count: true } } })}`, "inners[0].deep.deep.count", /int32/],
+    ["a singular message's field", `inner=${q({ name: 7 })}`, "inner.name", /string/],
+    ["a singular message given twice", `inner=${q({})}&inner=${q({})}`, "inner", /must not be repeated/],
+    ["a message set whole and by a field", `inner=${q({ name: "a" })}&inner.count=1`, "inner.count", /^set both as a whole \(as inner\) and by its fields \(as inner.count\)$/],
+    ["... in either order, at any depth", `inner.deep.count=1&inner=${q({})}`, "inner.deep.count", /set both as a whole \(as inner\)/],
+    ["a later element that is not JSON", `inners=${q({})}&inners=${q({})}&inners=x`, "inners[2]", /not JSON/],
+  ])("%s -> %s", (_, query, field, description) => {
+    const v = violations(query);
+    expect(v).toHaveLength(1);
+    expect(v[0]!.field).toBe(field);
+    expect(v[0]!.description).toMatch(description);
+  });
+
+  it("names every offending parameter at once, JSON or not", () => {
+    // Values that are no message object at all are found first; values that do not parse, after.
+    expect(violations(`inner=[]&s=x&inners=${q({})}&inners=x&nope=1`).map((v) => v.field)).toEqual(["inner", "inners[1]"]);
+    expect(violations(`inners=${q({ count: "x" })}&i32=abc&inner=${q({ name: 1 })}`).map((v) => v.field)).toEqual(["inners[0].count", "i32", "inner.name"]);
+  });
+
+  it("refuses a value nested deeper than the limit, and takes one just within it", () => {
+    const nested = (levels: number): JsonValue => {
+      let v: JsonValue = {};
+      for (let i = 1; i < levels; i++) v = { deep: v };
+      return v;
+    };
+    expect(violations(`inner=${q(nested(101))}`)).toEqual([{ field: "inner", description: "is nested more than 100 levels deep" }]);
+    expect(parse(`inner=${q(nested(50))}`)).toEqual({ inner: nested(50) });
+    // Within the limit but past the parser's own (100 messages from the request): still a violation.
+    expect(violations(`inner=${q(nested(100))}`)).toEqual([{ field: "inner", description: "maximum recursion depth of 100 reached" }]);
+    // Deep arrays count as well, and never reach the parser's recursion.
+    const arrays = "[".repeat(20_000) + "]".repeat(20_000);
+    expect(violations(`inners=${encodeURIComponent(`{"name":${arrays}}`)}`)[0]!.description).toMatch(/nested more than 100/);
+  });
+
+  it("rejects the whole-message form where the URL path or the body binds a field inside it", () => {
+    expect(violations(`inner=${q({ count: 1 })}`, { path: [["inner", "name"]], body: undefined })).toEqual([{ field: "inner", description: "is bound by the URL path" }]);
+    expect(violations(`inners=${q({})}`, { path: [], body: ["inners"] })).toEqual([{ field: "inners", description: "is carried by the request body" }]);
   });
 });

@@ -10,3 +10,4 @@ export * from "./refresh-tokens.js";
 export * from "./terms.js";
 export * from "./invites.js";
 export * from "./libraries.js";
+export * from "./advisories.js";

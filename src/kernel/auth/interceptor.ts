@@ -24,6 +24,17 @@ type Rule =
   | { kind: "unscoped"; capabilities: Capability[]; identityOptional: boolean }
   | { kind: "scoped"; capabilities: Capability[]; scopePath: DescField[] };
 
+/**
+ * Services over global data (not per organization), whose resources belong to no group. A scoped rule there
+ * (GetAdvisory names its uid as the scope) cannot be checked on a group: it is read as unscoped, and the
+ * handler requires the capabilities on some group (requireRuleAnywhere), so the uid is never taken for a
+ * group's.
+ */
+export const globalDataServices: ReadonlySet<string> = new Set([
+  "chainguard.platform.libraries.v2.ArtifactsService",
+  "chainguard.platform.vulnerabilities.v2.AdvisoriesService",
+]);
+
 /** The method's rule in the form the interceptor uses. Methods with no rule are refused (fail closed). */
 export function ruleOf(method: DescMethod): Rule {
   const auth = authRuleOf(method);
@@ -33,7 +44,7 @@ export function ruleOf(method: DescMethod): Rule {
   if (identityOptional && (!unscoped || capabilities.length > 0)) {
     throw new Error(`${method.parent.typeName}.${method.name}: identity_optional needs an unscoped rule naming no capability`);
   }
-  if (unscoped) return { kind: "unscoped", capabilities, identityOptional };
+  if (unscoped || globalDataServices.has(method.parent.typeName)) return { kind: "unscoped", capabilities, identityOptional };
   const scopePath = scopePathOf(method.input);
   if (!scopePath) throw new Error(`${method.parent.typeName}.${method.name} is scoped but has no iam_scope field`);
   return { kind: "scoped", capabilities, scopePath };

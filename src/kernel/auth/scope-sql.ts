@@ -10,3 +10,23 @@ export function scopePredicate(uid: AnyPgColumn | SQL, scopes: readonly string[]
   const parts = scopes.map((s) => sql`(${uid} = ${s} or ${uid} like ${escapeLike(s) + "/%"})`);
   return sql`(${sql.join(parts, sql` or `)})`;
 }
+
+/**
+ * The same predicate over named values (prepared statements: kernel/list/prepared.ts): `param("scope_<i>")`
+ * and `param("scope_like_<i>")` for each of `count` scopes; scopeValues gives their values.
+ */
+export function scopePredicateOver(uid: AnyPgColumn | SQL, count: number, param: (name: string) => unknown): SQL {
+  if (count === 0) return sql`false`;
+  const parts = Array.from({ length: count }, (_, i) => sql`(${uid} = ${param(`scope_${i}`)} or ${uid} like ${param(`scope_like_${i}`)})`);
+  return sql`(${sql.join(parts, sql` or `)})`;
+}
+
+/** The values of scopePredicateOver's named values for these scopes. */
+export function scopeValues(scopes: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  scopes.forEach((s, i) => {
+    out[`scope_${i}`] = s;
+    out[`scope_like_${i}`] = escapeLike(s) + "/%";
+  });
+  return out;
+}

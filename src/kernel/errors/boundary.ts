@@ -1,6 +1,7 @@
 // The single error boundary: the outermost interceptor. Every error leaving a handler passes here and leaves
-// in its public form (public.ts).
+// in its public form (public.ts), carrying the request's id; its code is recorded for the access line.
 import type { Interceptor } from "@connectrpc/connect";
+import { requestKey } from "../request.js";
 import { errorDomainOf, toPublicError } from "./public.js";
 
 export function createErrorBoundary(serviceDomain: string): Interceptor {
@@ -8,7 +9,10 @@ export function createErrorBoundary(serviceDomain: string): Interceptor {
     try {
       return await next(req);
     } catch (err) {
-      throw toPublicError(err, errorDomainOf(req.method, serviceDomain), { procedure: req.url });
+      const record = req.contextValues.get(requestKey);
+      const error = toPublicError(err, errorDomainOf(req.method, serviceDomain), { procedure: req.url, requestId: record?.id });
+      if (record) record.code = error.code;
+      throw error;
     }
   };
 }

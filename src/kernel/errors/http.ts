@@ -82,14 +82,16 @@ export function statusJson(err: ConnectError, registry: Registry): JsonValue {
 /** An error as a REST response. */
 export interface RestError {
   status: number;
+  /** The code of the public error. */
+  code: Code;
   /** The error's metadata: headers a method set before failing, Allow for a 405. */
   headers: Headers;
   /** google.rpc.Status JSON. */
   body: string;
 }
 
-/** Turns anything thrown into its REST response, through toPublicError. */
-export function toRestError(err: unknown, domain: string, registry: Registry): RestError {
-  const error = toPublicError(err, domain);
-  return { status: httpStatusOfError(error), headers: error.metadata, body: JSON.stringify(statusJson(error, registry)) };
+/** Turns anything thrown into its REST response, through toPublicError (with the request's id, when known). */
+export function toRestError(err: unknown, domain: string, registry: Registry, requestId?: string): RestError {
+  const error = toPublicError(err, domain, { requestId });
+  return { status: httpStatusOfError(error), code: error.code, headers: error.metadata, body: JSON.stringify(statusJson(error, registry)) };
 }

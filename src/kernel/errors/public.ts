@@ -23,14 +23,22 @@ export function errorDomainOf(method: DescMethod | undefined, serviceDomain: str
   return method ? `${apiDomainOf(method.parent)}.${serviceDomain}` : serviceDomain;
 }
 
+/** What is known of the request an error answers: its id goes into the ErrorInfo; the rest is logged. */
+export interface ErrorContext {
+  /** The request id (kernel/request.ts): put in the ErrorInfo metadata of every error as `requestId`. */
+  requestId?: string | undefined;
+  [field: string]: unknown;
+}
+
 /**
  * Turns anything thrown into a ConnectError a client may see, with a complete ErrorInfo (as the first detail
- * when it had none). An error that already carries an ErrorInfo, typed or as received over the wire, keeps
- * its code, message and details.
+ * when it had none) carrying the request id in its metadata (`requestId`), so a user's report of any error
+ * points at the request's log lines. An error that already carries an ErrorInfo, typed or as received over
+ * the wire, keeps its code, message and details.
  */
-export function toPublicError(err: unknown, domain: string, context: Record<string, unknown> = {}): ConnectError {
+export function toPublicError(err: unknown, domain: string, context: ErrorContext = {}): ConnectError {
   const hide = (cause: unknown): ConnectError => {
-    const requestId = randomUUID();
+    const requestId = context.requestId ?? randomUUID();
     log.error("internal error", { ...context, requestId, err: cause });
     return internal(requestId);
   };
@@ -44,7 +52,7 @@ export function toPublicError(err: unknown, domain: string, context: Record<stri
     if (mapped) log.warn("database error mapped", { ...context, err, sqlState: sqlStateOf(err), code: Code[mapped.code] });
     out = mapped ?? hide(err);
   }
-  completeErrorInfo(out, domain);
+  completeErrorInfo(out, domain, context.requestId);
   return out;
 }
 
@@ -65,23 +73,28 @@ export function hasErrorInfo(err: ConnectError): boolean {
   return err.details.some(isErrorInfo);
 }
 
-/** Fills an empty ErrorInfo domain (an ErrorInfo received over the wire is decoded first), or adds one. */
-function completeErrorInfo(err: ConnectError, domain: string): void {
+/**
+ * Fills an empty ErrorInfo domain and a missing request id (an ErrorInfo received over the wire is decoded
+ * first), or adds an ErrorInfo.
+ */
+function completeErrorInfo(err: ConnectError, domain: string, requestId: string | undefined): void {
   let found = false;
   for (let i = 0; i < err.details.length; i++) {
     const d = err.details[i]!;
     if (!isErrorInfo(d)) continue;
     found = true;
-    let value: { domain?: string };
+    let value: { domain?: string; metadata?: Record<string, string> };
     try {
-      value = "desc" in d ? (d.value as { domain?: string }) : fromBinary(ErrorInfoSchema, d.value);
+      value = "desc" in d ? (d.value as typeof value) : fromBinary(ErrorInfoSchema, d.value);
     } catch {
       continue; // Undecodable: kept as received.
     }
     if (!value.domain) value.domain = domain;
+    // A new metadata object: one the error shares with nothing else is not assumed.
+    if (requestId !== undefined && value.metadata?.requestId === undefined) value.metadata = { ...value.metadata, requestId };
     err.details[i] = { desc: ErrorInfoSchema, value };
   }
   if (!found) {
-    err.details.unshift({ desc: ErrorInfoSchema, value: { reason: reasonOf(err.code), domain, metadata: {} } });
+    err.details.unshift({ desc: ErrorInfoSchema, value: { reason: reasonOf(err.code), domain, metadata: requestId === undefined ? {} : { requestId } } });
   }
 }

@@ -1,0 +1,144 @@
+// Where the server's CPU goes for one kind of call: the registry's data (bench/registry.ts's seed) on a
+// scratch PostgreSQL database, the server under `node --cpu-prof`, loaded with one call at a time per target
+// (16 clients), and its profile summarised: self time by package (node_modules/<package>, the server's own
+// src/<dir>, node's internals, V8's garbage collector on the main thread) and the top functions.
+//
+//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16]
+//
+// One server process per target, so each profile holds one kind of call. The profiles stay in a temporary
+// directory (printed), to open in Chrome's DevTools or speedscope.
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { ListTagsRequestSchema } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { openPostgres } from "../src/db/client.js";
+import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
+import { setLogLevel } from "../src/kernel/log.js";
+import { BENCH_APPLICATION, processCpu } from "./cpu.js";
+import { withScratchDatabase } from "./database.js";
+import { grpcMessageSender, grpcSender, http1Sender, measure, type Send } from "./load.js";
+import { startApiServer } from "./processes.js";
+import { seed } from "./registry.js";
+
+const ISSUER = "https://bench.registry.invalid";
+const PAGE = 50;
+
+export interface ProfileOptions {
+  tags: number;
+  seconds: number;
+  concurrency: number;
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface CpuProfile {
+  /** Microseconds of the monotonic clock (process.hrtime's). */
+  startTime: number;
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** The package a script belongs to: node_modules/<package>, src/<dir>, node's internals, or V8's own. */
+export function packageOf(url: string, functionName: string): string {
+  if (!url) return functionName.startsWith("(") ? functionName : "(native)";
+  const modules = url.lastIndexOf("/node_modules/");
+  if (modules >= 0) {
+    const rest = url.slice(modules + "/node_modules/".length).split("/");
+    return rest[0]!.startsWith("@") ? `${rest[0]}/${rest[1]}` : rest[0]!;
+  }
+  if (url.startsWith("node:")) return "node (core)";
+  const src = /\/(src|gen|bench)\/(.*)$/.exec(url);
+  if (src) return src[1] === "src" ? `src/${src[2]!.split("/")[0]!.replace(/\.ts$/, "")}` : src[1]!;
+  return url;
+}
+
+/**
+ * Self time by package and by function, in ms, idle time left out; only the samples taken between `from` and
+ * `to` (microseconds of the monotonic clock), so start-up and warm-up do not count.
+ */
+export function summarize(profile: CpuProfile, from: number, to: number): { total: number; byPackage: [string, number][]; byFunction: [string, number][] } {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<number, number>();
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    const delta = profile.timeDeltas[i] ?? 0;
+    at += delta;
+    if (at >= from && at <= to) self.set(id, (self.get(id) ?? 0) + delta / 1000);
+  });
+  const packages = new Map<string, number>();
+  const functions = new Map<string, number>();
+  let total = 0;
+  for (const [id, ms] of self) {
+    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    if (functionName === "(idle)") continue;
+    total += ms;
+    const pkg = packageOf(url, functionName);
+    packages.set(pkg, (packages.get(pkg) ?? 0) + ms);
+    const fn = `${functionName || "(anonymous)"} ${pkg}${url ? `:${lineNumber + 1}` : ""}`;
+    functions.set(fn, (functions.get(fn) ?? 0) + ms);
+  }
+  const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]);
+  return { total, byPackage: sorted(packages), byFunction: sorted(functions) };
+}
+
+export async function benchProfile(opts: ProfileOptions): Promise<void> {
+  setLogLevel("warn");
+  await withScratchDatabase("bench_profile", async (url) => {
+    const database = await openPostgres(url, { max: 2 });
+    const sqlc = postgres(url, { max: 2, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
+    try {
+      const seeded = await seed(sqlc, database, { tags: opts.tags, seconds: 0, concurrency: 0, keepIndexes: false });
+      const keys = await createKeyStore(database.db);
+      const { token } = await mintToken(keys, { issuer: ISSUER, subject: seeded.identityUid, audience: ISSUER, ttlSeconds: 3600 });
+      const auth = { authorization: `Bearer ${token}` };
+      const repo = seeded.repoUid;
+      const listRequest = { uidp: { childrenOf: repo }, orderBy: "uid", pageSize: PAGE };
+      const targets: [string, (port: number) => () => Send][] = [
+        ["Ping (gRPC)", (port) => grpcSender(port, "/chainguard.platform.ping.v2.PingService/Ping")],
+        ["ListTags page 1 (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.TagsService/ListTags", ListTagsRequestSchema, listRequest, auth)],
+        ["ListTags page 1 (REST)", (port) => http1Sender(port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repo)}&order_by=uid&page_size=${PAGE}`, undefined, auth)],
+        ["GetRepo (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.ReposService/GetRepo", GetRepoRequestSchema, { uid: repo }, auth)],
+        ["GetRepo (REST)", (port) => http1Sender(port, "GET", `/registry/v2/repos/${repo}`, undefined, auth)],
+      ];
+      for (const [name, sender] of targets) {
+        const dir = mkdtempSync(join(tmpdir(), "bench-profile-"));
+        const api = await startApiServer(
+          { DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" },
+          { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] },
+        );
+        let result;
+        const warmupSeconds = 2;
+        const from = Number(process.hrtime.bigint() / 1000n) + warmupSeconds * 1e6;
+        let to = Infinity;
+        try {
+          result = await measure(name, sender(api.port), {
+            concurrency: opts.concurrency,
+            seconds: opts.seconds,
+            warmupSeconds,
+            cpu: [processCpu("server", api.serverPid)],
+          });
+          to = Number(process.hrtime.bigint() / 1000n);
+        } finally {
+          await api.stop();
+        }
+        const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
+        console.log(`\n${name}: ${result.rps.toFixed(0)} req/s, server CPU ${result.cpu.server!.toFixed(3)} ms/req, ${result.errors} errors; profile ${file ? join(dir, file) : "(none written)"}`);
+        if (!file) continue;
+        const { total, byPackage, byFunction } = summarize(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile, from, to);
+        console.log(`  main thread, not idle, over the measured window: ${(total / 1000).toFixed(1)} s sampled; self time by package:`);
+        for (const [pkg, ms] of byPackage.slice(0, 14)) console.log(`    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${pkg}`);
+        console.log("  top functions (self time):");
+        for (const [fn, ms] of byFunction.slice(0, 15)) console.log(`    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${fn}`);
+      }
+    } finally {
+      await sqlc.end({ timeout: 5 });
+      await database.close();
+    }
+  });
+}

@@ -1,0 +1,118 @@
+// Reads of the global advisory data for SecurityAdvisoryService: advisory documents (the adv tables, written
+// by the YAML importer), OSV records (written by import-osv), and which repos of the registry a caller sees
+// (for resolved-vulnerability reports). Read-only: nothing here writes.
+import { and, arrayOverlaps, asc, eq, gte, inArray, isNull, lte, or, type SQL } from "drizzle-orm";
+import { advisories, advisoryEvents, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
+import { scopePredicate } from "../kernel/auth/index.js";
+import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import type { Executor } from "../kernel/store.js";
+
+/** The EventTypeFilter value of a `fixed` event (chainguard.platform.vulnerabilities.v2). */
+export const EVENT_TYPE_FIXED = 3;
+
+export interface DocumentFilter {
+  /** The package (Document.id); undefined for any. */
+  packageName: string | undefined;
+  /** Advisory ids or aliases, any of which an advisory must carry; empty for any. */
+  cves: readonly string[];
+}
+
+export interface DocumentAdvisoryRow {
+  uid: string;
+  package: string;
+  advisoryId: string;
+  aliases: string[];
+  events: AdvisoryEventRow[];
+}
+
+export interface FixedAdvisoryRow {
+  package: string;
+  advisoryId: string;
+  aliases: string[];
+  /** The time of the `fixed` event. */
+  time: Date;
+}
+
+const metadataOrder = { uid: osvRecords.id, id: osvRecords.id } as const;
+
+/** Records that are not withdrawn: the readers treat a withdrawn record as gone (README, Importing OSV records). */
+const current = isNull(osvRecords.withdrawnTime);
+
+export function createSecurityAdvisoryStore(db: Executor) {
+  return {
+    /**
+     * The advisories matching the filter, each with its events (oldest first), ordered by package then
+     * advisory id; at most `limit` of them: `undefined` when more match (the caller says the request is too
+     * broad rather than answer with a part).
+     */
+    async documents(filter: DocumentFilter, limit: number): Promise<DocumentAdvisoryRow[] | undefined> {
+      const byCve: SQL | undefined =
+        filter.cves.length > 0
+          ? or(arrayOverlaps(advisories.aliases, [...filter.cves]), inArray(advisories.advisoryId, [...filter.cves]))
+          : undefined;
+      // One statement: the matching advisories (at most limit + 1), then their events joined.
+      const matched = db.$with("matched").as(
+        db
+          .select({ uid: advisories.uid, package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases })
+          .from(advisories)
+          .where(and(filter.packageName !== undefined ? eq(advisories.package, filter.packageName) : undefined, byCve))
+          .orderBy(asc(advisories.package), asc(advisories.advisoryId))
+          .limit(limit + 1),
+      );
+      const rows = await db
+        .with(matched)
+        .select({ uid: matched.uid, package: matched.package, advisoryId: matched.advisoryId, aliases: matched.aliases, event: advisoryEvents })
+        .from(matched)
+        .leftJoin(advisoryEvents, eq(advisoryEvents.advisoryUid, matched.uid))
+        .orderBy(asc(matched.package), asc(matched.advisoryId), asc(advisoryEvents.ordinal));
+      const out: DocumentAdvisoryRow[] = [];
+      for (const r of rows) {
+        let last = out[out.length - 1];
+        if (!last || last.uid !== r.uid) out.push((last = { uid: r.uid, package: r.package, advisoryId: r.advisoryId, aliases: r.aliases, events: [] }));
+        if (r.event) last.events.push(r.event);
+      }
+      return out.length > limit ? undefined : out;
+    },
+
+    /** A page of OSV records (withdrawn ones left out), by id; `ids` undefined for all of them. */
+    metadata(plan: ListPlan, ids: readonly string[] | undefined): Promise<ListPage<OsvRecordRow>> {
+      const where = and(current, ids !== undefined ? inArray(osvRecords.id, [...ids]) : undefined);
+      const total = countExpression(osvRecords, where);
+      const query = db.select({ row: osvRecords, ...pageColumns(plan, metadataOrder, total) }).from(osvRecords).$dynamic();
+      return keysetPage(db, query, { plan, orderColumns: metadataOrder, where, total });
+    },
+
+    /** The severities of the OSV records (not withdrawn) with these ids. */
+    async severities(ids: readonly string[]): Promise<Map<string, OsvSeverity[]>> {
+      if (ids.length === 0) return new Map();
+      const rows = await db
+        .select({ id: osvRecords.id, severities: osvRecords.severities })
+        .from(osvRecords)
+        .where(and(current, inArray(osvRecords.id, [...ids])));
+      return new Map(rows.map((r) => [r.id, r.severities]));
+    },
+
+    /** The names among `names` of the repos beneath the scopes (the caller's visible registry). */
+    async visibleRepoNames(scopes: readonly string[], names: readonly string[]): Promise<Set<string>> {
+      if (scopes.length === 0 || names.length === 0) return new Set();
+      const rows = await db
+        .selectDistinct({ name: repos.name })
+        .from(repos)
+        .where(and(inArray(repos.name, [...names]), scopePredicate(repos.uid, scopes)));
+      return new Set(rows.map((r) => r.name));
+    },
+
+    /** The `fixed` events of the packages' advisories in [start, end], oldest first. */
+    fixedAdvisories(packages: readonly string[], start: Date, end: Date): Promise<FixedAdvisoryRow[]> {
+      if (packages.length === 0) return Promise.resolve([]);
+      return db
+        .select({ package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases, time: advisoryEvents.time })
+        .from(advisoryEvents)
+        .innerJoin(advisories, eq(advisories.uid, advisoryEvents.advisoryUid))
+        .where(and(inArray(advisories.package, [...packages]), eq(advisoryEvents.type, EVENT_TYPE_FIXED), gte(advisoryEvents.time, start), lte(advisoryEvents.time, end)))
+        .orderBy(asc(advisoryEvents.time), asc(advisories.advisoryId));
+    },
+  };
+}
+
+export type SecurityAdvisoryStore = ReturnType<typeof createSecurityAdvisoryStore>;

@@ -1,0 +1,53 @@
+// npm run import-osv -- <directory, .zip or .json>...
+//
+// Imports OSV records (ossf/osv-schema JSON, one record per file) into the configured database
+// (DATABASE_URL, or the embedded one under DATA_DIR) from directories (every *.json and *.zip beneath them)
+// and zip archives (read with bounded sizes: kernel/zip.ts). Idempotent and incremental (content_hash per
+// record); invalid files are skipped with the file and the offending field. Progress goes to stderr, the
+// summary (records added, changed, unchanged; skipped files with reasons; ignored zip entries) as JSON on
+// stdout. Exit codes: 0 imported, 1 some file was rejected (the rest is imported) or the import failed,
+// 2 bad arguments.
+import { importOsv } from "../advisory/osv-import.js";
+import { loadConfig } from "../config.js";
+import { openDatabase } from "../db/client.js";
+import { setLogLevel } from "../kernel/log.js";
+import { createProgress } from "./progress.js";
+import { defineCommand, runWhenMain } from "./run.js";
+
+export const main = defineCommand(
+  {
+    invocation: "npm run import-osv --",
+    summary: [
+      "Imports OSV records (one JSON record per file) into the configured database (DATABASE_URL, or the embedded",
+      "one under DATA_DIR) from directories (every *.json and *.zip beneath them), zip archives and .json files.",
+      "Idempotent and incremental; an invalid file is skipped with the field that is wrong. Progress goes to",
+      "stderr, the summary as JSON to stdout.",
+    ].join("\n"),
+    options: {},
+    positionals: { name: "<directory, .zip archive or .json file of OSV records>", min: 1, max: Infinity },
+    exitCodes: "0 imported, 1 some file was rejected (the rest is imported) or the import failed, 2 bad arguments",
+  },
+  async ({ positionals }, env) => {
+    const config = loadConfig(env);
+    setLogLevel("warn");
+    const database = await openDatabase(config);
+    const progress = createProgress(process.stderr);
+    try {
+      progress.line(`importing ${positionals.join(", ")}`);
+      const summary = await importOsv(database.db, positionals, {
+        onProgress: (done) => progress.update((s) => `read ${done} files (${s.toFixed(0)} s)`),
+      });
+      progress.end();
+      const { added, changed, unchanged } = summary.records;
+      progress.line(`done: ${added + changed + unchanged + summary.skipped.length} files, ${added} added, ${changed} changed, ${unchanged} unchanged, ${summary.skipped.length} skipped`);
+      for (const s of summary.skipped) progress.line(`skipped ${s.path}: ${s.reason}`);
+      process.stdout.write(JSON.stringify(summary, null, 2) + "\n");
+      return summary.skipped.length > 0 ? 1 : 0;
+    } finally {
+      progress.end();
+      await database.close();
+    }
+  },
+);
+
+runWhenMain(import.meta.url, "import", main);

@@ -1,0 +1,85 @@
+// Prepared list pages: the statement of a hot list built once per shape, with placeholders for every value,
+// and executed with the values of each request. Building a Drizzle select (its selection, predicates, order
+// and the SQL text) cost about as much CPU per page as postgres.js spends reading the rows; a prepared
+// statement pays it once. The statement is the one keysetPage would build (same selection, predicates,
+// order, limit + 1 and skip), so pages, tokens and totals are the same.
+//
+// A shape is everything the statement's text depends on: the store's own part (how many scopes, which
+// optional filters are present) and the plan's (order terms, whether there is a cursor and which of its
+// values are null, whether the total is read). Values never are: they travel as parameters.
+//
+//   const pages = createPreparedList(db, { name: "tags", table: tags, orderColumns });
+//   pages.page(plan, { shape, where: (p) => and(eq(tags.repoUid, p("repo")), ...), total: (p) => ..., values: { repo } });
+import { and, getTableColumns, sql, type SQL } from "drizzle-orm";
+import type { PgTable } from "drizzle-orm/pg-core";
+import { completePage, keysetOrderBy, keysetPredicate, pageColumns, readTotal, type AnyPgDatabase, type ListPage, type OrderColumns } from "./keyset.js";
+import { orderText } from "./order-by.js";
+import type { ListPlan } from "./plan.js";
+
+/** A named value of the statement: a placeholder when preparing, the value itself when a statement is built for once. */
+export type Param = (name: string) => SQL | SQL.Aliased | ReturnType<typeof sql.placeholder>;
+
+export interface PreparedListQuery {
+  /** What the store's part of the statement text depends on (e.g. "scopes=1;kinds=1;name"). */
+  shape: string;
+  /** The filters and the caller's scope predicate, over named values. */
+  where: (p: Param) => SQL | undefined;
+  /** The total of the rows `where` selects, as one scalar expression over named values. */
+  total: (p: Param) => SQL;
+  /** The named values `where` and `total` use. */
+  values: Record<string, unknown>;
+}
+
+export interface PreparedListOptions<T extends PgTable> {
+  /** Names the statements (for reading a server's statements; unique per store). */
+  name: string;
+  table: T;
+  /** The allow-list keys mapped to columns; must include uid. */
+  orderColumns: OrderColumns;
+  /** Shapes kept (default 256); past it the oldest statement is dropped. */
+  maxShapes?: number;
+}
+
+interface Prepared {
+  execute(values: Record<string, unknown>): Promise<unknown>;
+}
+
+type FetchedRow<Row> = { row: Row; keys: Record<string, string | null>; total?: string | null };
+
+/** Pages of `table` through statements prepared once per shape, over `db` (the database or a transaction). */
+export function createPreparedList<T extends PgTable>(db: AnyPgDatabase, opts: PreparedListOptions<T>) {
+  const statements = new Map<string, Prepared>();
+  const max = opts.maxShapes ?? 256;
+  const placeholder: Param = (name) => sql.placeholder(name);
+
+  function prepare(key: string, plan: ListPlan, q: PreparedListQuery): Prepared {
+    // The plan's values replaced by placeholders: the cursor (null stays null: it shapes the predicate).
+    const cursor = plan.cursor?.map((v, i) => (v === null ? null : (sql.placeholder(`list_k${i}`) as unknown as string)));
+    const shaped = { ...plan, cursor };
+    const statement = db
+      .select({ row: getTableColumns(opts.table), ...pageColumns(plan, opts.orderColumns, q.total(placeholder)) })
+      .from(opts.table as PgTable)
+      .where(and(q.where(placeholder), keysetPredicate(shaped, opts.orderColumns)))
+      .orderBy(...keysetOrderBy(plan, opts.orderColumns))
+      .limit(sql.placeholder("list_limit"))
+      .offset(sql.placeholder("list_skip"))
+      .prepare(`${opts.name}_list_${statements.size}`);
+    if (statements.size >= max) statements.delete(statements.keys().next().value!);
+    statements.set(key, statement);
+    return statement;
+  }
+
+  return {
+    /** The plan's page (see keysetPage: one statement; an empty page that needs a total counts in a second). */
+    async page(plan: ListPlan, q: PreparedListQuery): Promise<ListPage<T["$inferSelect"]>> {
+      const nulls = plan.cursor ? plan.cursor.map((v) => (v === null ? "n" : "v")).join("") : "-";
+      const key = `${q.shape}|${orderText(plan.order)}|${nulls}|${plan.total === undefined ? "total" : ""}`;
+      const statement = statements.get(key) ?? prepare(key, plan, q);
+      const values: Record<string, unknown> = { ...q.values, list_limit: plan.limit + 1, list_skip: plan.skip };
+      if (plan.cursor) plan.cursor.forEach((v, i) => v !== null && (values[`list_k${i}`] = v));
+      const rows = (await statement.execute(values)) as FetchedRow<T["$inferSelect"]>[];
+      const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
+      return completePage(plan, fetched, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)));
+    },
+  };
+}

@@ -1,0 +1,226 @@
+// Metrics in the Prometheus text format (prom-client), one registry per server instance (tests run several
+// servers in one process): requests, their latency and those in flight, by protocol and method; the
+// database pool and query errors; event delivery; the process's default metrics. What other parts count
+// already (the pool gate, the delivery worker) is read when Prometheus scrapes, never on the request path.
+//
+// Label values are bounded: a service and method come from the served descriptors (or a fixed name for the
+// server's own routes, "unknown" for a path that is none of them), a protocol is one of four, a code one of
+// the seventeen gRPC codes.
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Code } from "@connectrpc/connect";
+import type { DatabaseStats } from "../db/client.js";
+import type { DeliveryWorker } from "../events/delivery/worker.js";
+import { log } from "../kernel/log.js";
+import type { Protocol } from "../kernel/request.js";
+
+/** The gRPC code names (the canonical ones, as google.rpc.Code spells them), by number. */
+export const CODE_NAMES = [
+  "OK",
+  "CANCELLED",
+  "UNKNOWN",
+  "INVALID_ARGUMENT",
+  "DEADLINE_EXCEEDED",
+  "NOT_FOUND",
+  "ALREADY_EXISTS",
+  "PERMISSION_DENIED",
+  "RESOURCE_EXHAUSTED",
+  "FAILED_PRECONDITION",
+  "ABORTED",
+  "OUT_OF_RANGE",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+  "UNAUTHENTICATED",
+] as const;
+
+export function codeName(code: Code | number): string {
+  return CODE_NAMES[code] ?? "UNKNOWN";
+}
+
+/** Latency buckets, in seconds: from a cached read to the request deadline's order of magnitude. */
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** A request arrived (in flight until `finished`). */
+  started(protocol: Protocol): void;
+  /** A request ended: its labels, outcome and duration. */
+  finished(protocol: Protocol, service: string, method: string, code: Code | number, seconds: number): void;
+  /** Reads the database's pool and error counts at each scrape. */
+  observeDatabase(stats: () => DatabaseStats): void;
+  /** Reads the delivery worker's counts and backlog at each scrape. */
+  observeEvents(worker: DeliveryWorker): void;
+  /** The exposition: content type and text. */
+  render(): Promise<{ contentType: string; body: string }>;
+}
+
+interface Series {
+  duration: Histogram.Internal<string>;
+  counts: Array<Counter.Internal | undefined>;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  const labelNames = ["service", "method", "protocol"] as const;
+  const requests = new Counter({
+    name: "apiserver_requests_total",
+    help: "Requests answered, by API service, method, protocol (grpc, grpc-web, connect, rest) and gRPC code",
+    labelNames: [...labelNames, "code"],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: "apiserver_request_duration_seconds",
+    help: "Time from a request's arrival to the end of its response, by API service, method and protocol",
+    labelNames,
+    buckets: DURATION_BUCKETS,
+    registers: [registry],
+  });
+  const inFlight = new Gauge({
+    name: "apiserver_requests_in_flight",
+    help: "Requests being answered, by protocol",
+    labelNames: ["protocol"],
+    registers: [registry],
+  });
+  // The children of each label set, kept: prom-client hashes a label object on every call otherwise.
+  const series = new Map<string, Series>();
+  const inFlightOf = new Map<Protocol, Gauge.Internal<string>>();
+  const gaugeOf = (protocol: Protocol) => {
+    let g = inFlightOf.get(protocol);
+    if (!g) inFlightOf.set(protocol, (g = inFlight.labels(protocol)));
+    return g;
+  };
+
+  const metrics: Metrics = {
+    registry,
+    started(protocol) {
+      gaugeOf(protocol).inc();
+    },
+    finished(protocol, service, method, code, seconds) {
+      gaugeOf(protocol).dec();
+      const key = `${protocol} ${service} ${method}`;
+      let s = series.get(key);
+      if (!s) series.set(key, (s = { duration: duration.labels(service, method, protocol), counts: [] }));
+      s.duration.observe(seconds);
+      const c = s.counts[code] ?? (s.counts[code] = requests.labels(service, method, protocol, codeName(code)));
+      c.inc();
+    },
+    observeDatabase(stats) {
+      registerDatabase(registry, stats);
+    },
+    observeEvents(worker) {
+      registerEvents(registry, worker);
+    },
+    async render() {
+      return { contentType: registry.contentType, body: await registry.metrics() };
+    },
+  };
+  return metrics;
+}
+
+/** A counter whose value another part of the server keeps: set from it at each scrape. */
+function setCounter(counter: Counter<string>, value: number, labels?: Record<string, string>): void {
+  if (labels) counter.remove(labels);
+  else counter.reset();
+  if (labels) counter.inc(labels, value);
+  else counter.inc(value);
+}
+
+function registerDatabase(registry: Registry, stats: () => DatabaseStats): void {
+  // Each reads the counts when scraped (a few numbers kept by the pool gate and the error counter).
+  const pool = () => stats().pool;
+  new Gauge({
+    name: "apiserver_db_pool_size",
+    help: "Connections the PostgreSQL pool may open",
+    registers: [registry],
+    collect() {
+      const p = pool();
+      if (p) this.set(p.size);
+    },
+  });
+  new Gauge({
+    name: "apiserver_db_pool_in_use",
+    help: "Queries and transactions holding a pool connection",
+    registers: [registry],
+    collect() {
+      const p = pool();
+      if (p) this.set(p.inUse);
+    },
+  });
+  new Gauge({
+    name: "apiserver_db_pool_waiting",
+    help: "Queries and transactions waiting for a pool connection",
+    registers: [registry],
+    collect() {
+      const p = pool();
+      if (p) this.set(p.waiting);
+    },
+  });
+  new Counter({
+    name: "apiserver_db_pool_acquire_timeouts_total",
+    help: "Queries refused because no pool connection became free in time (answered UNAVAILABLE, DATABASE_BUSY)",
+    registers: [registry],
+    collect() {
+      const p = pool();
+      if (p) setCounter(this, p.acquireTimeouts);
+    },
+  });
+  new Counter({
+    name: "apiserver_db_query_errors_total",
+    help: "Queries and transactions the database failed, by kind (connection, statement_timeout, serialization, constraint, other)",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      for (const [kind, n] of Object.entries(stats().queryErrors)) setCounter(this, n, { kind });
+    },
+  });
+}
+
+function registerEvents(registry: Registry, worker: DeliveryWorker): void {
+  new Gauge({
+    name: "apiserver_events_delivery_backlog",
+    help: "Pending event deliveries (state pending: all of them, due: those due now), read from the database at each scrape",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      try {
+        const depth = await worker.depth();
+        this.set({ state: "pending" }, depth.pending);
+        this.set({ state: "due" }, depth.due);
+      } catch (err) {
+        // The database does not answer: the backlog is left out of this scrape, the rest is served.
+        this.reset();
+        log.debug("metrics: cannot read the delivery backlog", { err });
+      }
+    },
+  });
+  new Counter({
+    name: "apiserver_events_delivery_attempts_total",
+    help: "Delivery attempts made by this process",
+    registers: [registry],
+    collect() {
+      setCounter(this, worker.stats.attempts);
+    },
+  });
+  new Counter({
+    name: "apiserver_events_deliveries_total",
+    help: "Delivery attempts by outcome: delivered (2xx), retried (will be tried again), failed (given up)",
+    labelNames: ["outcome"],
+    registers: [registry],
+    collect() {
+      setCounter(this, worker.stats.delivered, { outcome: "delivered" });
+      setCounter(this, worker.stats.retried, { outcome: "retried" });
+      setCounter(this, worker.stats.failed, { outcome: "failed" });
+    },
+  });
+  new Gauge({
+    name: "apiserver_events_deliveries_in_flight",
+    help: "Deliveries being sent by this process",
+    registers: [registry],
+    collect() {
+      this.set(worker.stats.inFlight);
+    },
+  });
+}

@@ -1,0 +1,20 @@
+// Setup of every test file (vitest.config.ts setupFiles): every log line the file's servers write is
+// captured at debug level (whatever LOG_LEVEL says for stderr), and when the file ends none may hold a
+// secret the file used or a credential of recognisable shape (secrets.ts). So the whole suite, contract
+// tables included, is a test that no secret, token or invite code is ever logged.
+import { afterAll, beforeAll, expect } from "vitest";
+import { addLogTap } from "../../src/kernel/log.js";
+import { findLeaks, registeredSecrets } from "./secrets.js";
+
+const lines: string[] = [];
+let untap: (() => void) | undefined;
+
+beforeAll(() => {
+  untap = addLogTap((line) => lines.push(line));
+});
+
+afterAll(() => {
+  untap?.();
+  const leaks = findLeaks(lines, registeredSecrets());
+  expect(leaks, `secrets in ${leaks.length} of ${lines.length} log lines`).toEqual([]);
+});

@@ -1,0 +1,51 @@
+// The REST gateway's compiled JSON writer answers exactly what protobuf-es's toJson (alwaysEmitImplicit)
+// answers, and throws where it throws.
+import { create, toJson, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { RepoSchema, type CatalogTier } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { ListTagsResponseSchema, TagSchema } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { ListRoleBindingsResponseSchema } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { createJsonWriter } from "../../src/gateway/json.js";
+import { registry, servedMethods } from "../../src/kernel/descriptors.js";
+import { timestampOf } from "../../src/kernel/timestamp.js";
+
+const writeJson = createJsonWriter(registry);
+const expected = (desc: DescMessage, message: Message) => toJson(desc, message, { registry, alwaysEmitImplicit: true });
+
+describe("the compiled REST JSON writer", () => {
+  it("writes every served method's empty response as toJson does", () => {
+    for (const m of servedMethods) {
+      const message = create(m.output);
+      expect(writeJson(m.output, message), m.output.typeName).toEqual(expected(m.output, message));
+    }
+  });
+
+  it("writes a page of tags, with timestamps of every precision and before 1970, as toJson does", () => {
+    const instants = [0, -1500, 1_700_000_000_123, 1_700_000_000_000, 253402300799000, -62135596800000];
+    const tags = instants.map((ms, i) =>
+      create(TagSchema, { uid: `a/b/${i}`, name: `v${i}`, digest: "sha256:x", deprecated: i % 2 === 0, bundles: i % 3 ? [] : ["b"], createTime: timestampOf(new Date(ms)), updateTime: { seconds: BigInt(i), nanos: i * 1001 } }),
+    );
+    const page = create(ListTagsResponseSchema, { tags, nextPageToken: "t", totalCount: 12n, skipped: 3 });
+    expect(JSON.stringify(writeJson(ListTagsResponseSchema, page))).toBe(JSON.stringify(expected(ListTagsResponseSchema, page)));
+    const unset = create(ListTagsResponseSchema, { tags: [] });
+    expect(JSON.stringify(writeJson(ListTagsResponseSchema, unset))).toBe(JSON.stringify(expected(ListTagsResponseSchema, unset)));
+  });
+
+  it("writes nested messages, enums and json_name fields as toJson does", () => {
+    const repo = create(RepoSchema, { uid: "u", name: "n", catalogTier: 2, aliases: ["x"], syncConfig: { source: "s", uniqueTags: true, expirationTime: timestampOf(new Date(5)) } });
+    expect(JSON.stringify(writeJson(RepoSchema, repo))).toBe(JSON.stringify(expected(RepoSchema, repo)));
+    const bindings = create(ListRoleBindingsResponseSchema, { items: [{ uid: "b", identity: { uid: "i" }, role: { uid: "r", capabilities: [1, 2] } }] } as never);
+    expect(JSON.stringify(writeJson(ListRoleBindingsResponseSchema, bindings))).toBe(JSON.stringify(expected(ListRoleBindingsResponseSchema, bindings)));
+  });
+
+  it("writes an enum number the enum does not define as toJson does (the number)", () => {
+    const repo = create(RepoSchema, { uid: "u", catalogTier: 99 as CatalogTier });
+    expect(writeJson(RepoSchema, repo)).toEqual(expected(RepoSchema, repo));
+    expect((writeJson(RepoSchema, repo) as { catalogTier: unknown }).catalogTier).toBe(99);
+  });
+
+  it("throws where toJson throws: a timestamp out of range", () => {
+    const tag = create(TagSchema, { uid: "t", createTime: { seconds: 253402300800n, nanos: 0 } });
+    expect(() => writeJson(TagSchema, tag)).toThrow(/9999-12-31/);
+  });
+});
