@@ -44,7 +44,12 @@ export function createObserver(metrics: Metrics): Observer {
     const record = this[kObserved];
     if (!record) return;
     this[kObserved] = undefined;
-    finish(record, this);
+    // A close listener that throws would take the process down: the access line is never worth that.
+    try {
+      finish(record, this);
+    } catch (err) {
+      log.error("access line not written", { requestId: record.id, err });
+    }
   }
 
   function finish(record: Observed, res: Res): void {
@@ -66,7 +71,7 @@ export function createObserver(metrics: Metrics): Observer {
       durationMs: Math.round(durationMs * 1000) / 1000,
     };
     if (record.route !== undefined) line.route = record.route;
-    const uid = record.values?.get(accessKey)?.principal.identityUid;
+    const uid = record.values?.get(accessKey)?.actingAs;
     if (uid !== undefined) line.uid = uid;
     const bytesIn = Number(req.headers["content-length"]);
     if (bytesIn >= 0) line.bytesIn = bytesIn;

@@ -78,6 +78,7 @@ export function createAccess(principal: Principal, bindings: readonly Binding[])
 
   return {
     principal,
+    actingAs: principal.identityUid,
     capabilitiesAt,
     holds,
     async require(uid, capabilities) {
@@ -156,6 +157,9 @@ export function createCandidateAccess(candidates: readonly Authenticated[]): Acc
         );
       }
       return (chosen = sole).principal;
+    },
+    get actingAs() {
+      return chosen?.principal.identityUid;
     },
     async capabilitiesAt(uid) {
       const a = await choose(async (a) => (await a.capabilitiesAt(uid)).size > 0);

@@ -21,6 +21,11 @@ export interface Principal {
 
 export interface Access {
   readonly principal: Principal;
+  /**
+   * The uid of the identity the call acts as when that is settled, else undefined; unlike `principal` it
+   * never throws (for logs and metrics, read after the call whatever its outcome).
+   */
+  readonly actingAs: string | undefined;
   /** Capabilities the principal holds on `uid` (a group, or a resource inside one). */
   capabilitiesAt(uid: string): Promise<ReadonlySet<Capability>>;
   /** Whether the principal holds every one of `capabilities` on `uid`. */
