@@ -1,7 +1,7 @@
 // Advisories, their events and their OSV severities in the database, read-only here (import.ts writes them).
-// A page is three statements, whatever its size: the advisories by keyset (with the total on a first page),
-// then the events of those advisories, then the OSV records their aliases name.
-import { and, asc, eq, inArray, sql, type SQL } from "drizzle-orm";
+// A page is one statement, whatever its size: the advisories by keyset (with the total on a first page), each
+// row carrying its events and the severities of the OSV records its aliases name (correlated subqueries).
+import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import { advisories, advisoryEvents, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
@@ -90,44 +90,72 @@ export function advisoryWhere(f: AdvisoryFilter): SQL | undefined {
   return and(...parts);
 }
 
-export function createAdvisoryStore(db: Executor) {
-  /** The events and severities of the given advisories, in two statements. */
-  async function complete(rows: readonly AdvisoryRow[]): Promise<AdvisoryWithEvents[]> {
-    if (rows.length === 0) return [];
-    const uids = rows.map((r) => r.uid);
-    const aliases = [...new Set(rows.flatMap((r) => r.aliases))];
-    const [events, osv] = await Promise.all([
-      db
-        .select()
-        .from(advisoryEvents)
-        .where(inArray(advisoryEvents.advisoryUid, uids))
-        .orderBy(asc(advisoryEvents.advisoryUid), asc(advisoryEvents.ordinal)),
-      aliases.length === 0
-        ? Promise.resolve([])
-        : db.select({ id: osvRecords.id, severities: osvRecords.severities }).from(osvRecords).where(inArray(osvRecords.id, aliases)),
-    ]);
-    const byAdvisory = new Map<string, AdvisoryEventRow[]>();
-    for (const e of events) {
-      let list = byAdvisory.get(e.advisoryUid);
-      if (!list) byAdvisory.set(e.advisoryUid, (list = []));
-      list.push(e);
-    }
-    const severities = new Map(osv.map((o) => [o.id, o.severities]));
-    return rows.map((row) => ({ row, events: byAdvisory.get(row.uid) ?? [], severities: row.aliases.flatMap((a) => severities.get(a) ?? []) }));
-  }
+/**
+ * A column of the outer advisories row, qualified: Drizzle writes a one-table select's columns bare, which
+ * inside a subquery would name the subquery's own column of that name.
+ */
+const outer = (column: AnyPgColumn) => sql`${sql.identifier(getTableName(advisories))}.${sql.identifier(column.name)}`;
 
+/** An event as the page's statement aggregates it: `[uid, epoch ms, type, author, reviewer, review state, data]`. */
+type EventTuple = [string, number, number, string, string, number, Record<string, unknown>];
+
+/**
+ * The events of the advisory on the current row, in order, as one JSON array of tuples (a correlated
+ * subquery over advisory_events' (advisory_uid, ordinal) index, evaluated only for the rows a page returns).
+ */
+const eventsOfRow = sql<EventTuple[] | string>`(select coalesce(json_agg(json_build_array(e.uid, floor(extract(epoch from e.time) * 1000)::bigint, e.type, e.author, e.reviewer, e.review_state, e.data) order by e.ordinal), '[]'::json)
+  from ${advisoryEvents} e where e.advisory_uid = ${outer(advisories.uid)})`;
+
+/** The OSV severities of the advisory on the current row: those of each alias with an OSV record, in alias order. */
+const severitiesOfRow = sql<OsvSeverity[] | string>`(select coalesce(jsonb_agg(s.v order by a.n, s.m), '[]'::jsonb)
+  from unnest(${outer(advisories.aliases)}) with ordinality a(id, n)
+  join ${osvRecords} o on o.id = a.id
+  cross join lateral jsonb_array_elements(o.severities) with ordinality s(v, m))`;
+
+/** A JSON column as the driver returns it: parsed (postgres.js, PGlite) or, from another driver, text. */
+const parsed = <T>(v: T | string): T => (typeof v === "string" ? (JSON.parse(v) as T) : v);
+
+/** What a page's row selects beside the keyset: the advisory, its events and its severities. */
+const withChildren = { ...getTableColumns(advisories), events: eventsOfRow, severities: severitiesOfRow };
+
+function completed(r: AdvisoryRow & { events: EventTuple[] | string; severities: OsvSeverity[] | string }): AdvisoryWithEvents {
+  const { events: eventTuples, severities, ...row } = r;
+  const events = parsed(eventTuples).map(
+    ([uid, ms, type, author, reviewer, reviewState, data], ordinal): AdvisoryEventRow => ({
+      uid,
+      advisoryUid: row.uid,
+      ordinal,
+      time: new Date(Number(ms)),
+      type,
+      author,
+      reviewer,
+      reviewState,
+      data,
+    }),
+  );
+  return { row, events, severities: parsed(severities) };
+}
+
+/**
+ * Advisories with their events and severities: one statement per call, a page's rows carrying their events
+ * and severities as JSON aggregated by correlated subqueries (one round trip, no second pass in JavaScript).
+ */
+export function createAdvisoryStore(db: Executor) {
   return {
     async find(uid: string): Promise<AdvisoryWithEvents | undefined> {
-      const [row] = await db.select().from(advisories).where(eq(advisories.uid, uid));
-      return row ? (await complete([row]))[0] : undefined;
+      const [r] = await db.select(withChildren).from(advisories).where(eq(advisories.uid, uid));
+      return r ? completed(r) : undefined;
     },
 
     async list(plan: ListPlan, filter: AdvisoryFilter): Promise<ListPage<AdvisoryWithEvents>> {
       const where = advisoryWhere(filter);
       const total = countExpression(advisories, where);
-      const query = db.select({ row: advisories, ...pageColumns(plan, order, total) }).from(advisories).$dynamic();
+      const query = db
+        .select({ row: withChildren, ...pageColumns(plan, order, total) })
+        .from(advisories)
+        .$dynamic();
       const page = await keysetPage(db, query, { plan, orderColumns: order, where, total });
-      return { ...page, rows: await complete(page.rows) };
+      return { ...page, rows: page.rows.map(completed) };
     },
   };
 }
