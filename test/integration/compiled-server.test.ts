@@ -86,8 +86,17 @@ describe("the compiled server", () => {
     const port = await new Promise<number>((resolve, reject) => {
       child.stderr!.on("data", (b: Buffer) => {
         serverLog += b.toString();
-        const m = /"msg":"listening".*?"port":(\d+)/.exec(serverLog);
-        if (m) resolve(Number(m[1]));
+        // The log is JSON lines (pino: the message last); the API's own "listening" line names its port.
+        for (const line of serverLog.split("\n")) {
+          const entry = (() => {
+            try {
+              return JSON.parse(line) as { msg?: string; port?: number };
+            } catch {
+              return undefined;
+            }
+          })();
+          if (entry?.msg === "listening" && typeof entry.port === "number") resolve(entry.port);
+        }
       });
       child.once("exit", (code) => reject(new Error(`server exited (${code}) before listening:\n${serverLog}`)));
     });
