@@ -18,9 +18,9 @@ import {
   type Registry,
 } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createHandlerContext, createServiceImplSpec, type ConnectRouter, type Interceptor, type MethodImplSpec } from "@connectrpc/connect";
-import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
+import { type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
+import { invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
 import { peerContextValues } from "../kernel/peer.js";
 import { requestKey, type RequestRecord } from "../kernel/request.js";
 import {
@@ -140,7 +140,7 @@ function isProtocolHeader(name: string): boolean {
 export function createRestGateway(opts: RestGatewayOptions): RestGateway {
   const { registry, serviceDomain } = opts;
   const maxBodyBytes = opts.maxBodyBytes ?? defaultMaxBodyBytes;
-  const specs = implementationsOf(opts.register);
+  const specs = unaryImplementationsOf(opts.register);
   const served = new Set(specs.keys());
   const bindings = opts.methods.flatMap((m) => bindingsOf(m, served));
   const table = createRouteTable(bindings.map((b) => ({ verb: b.verb, template: b.template, target: b })));
@@ -148,10 +148,9 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
   const writeJson = createJsonWriter(registry);
 
   /**
-   * Invokes the method in process with the request message, through the interceptors, as Connect's own
-   * handlers do (invokeUnaryImplementation, with a handler context of the call): no request encoding or
-   * parsing, no response stream. Resolves with the headers the method set and the JSON body; rejects with
-   * the method's error, carrying those headers.
+   * Invokes the method in process with the request message, through the interceptors (kernel/invoke.ts): no
+   * request encoding or parsing, no response stream. Resolves with the headers the method set and the JSON
+   * body; rejects with the method's error, carrying those headers.
    */
   async function invoke(
     b: Binding,
@@ -170,34 +169,25 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       contextValues.set(requestKey, record);
       record.values = contextValues;
     }
-    const context = createHandlerContext({
-      service: b.method.parent,
-      method: b.method,
-      protocolName: "rest",
-      requestMethod: b.verb,
-      url: `http://rest-gateway.internal/${procedureOf(b.method)}`,
-      requestSignal: signal,
-      requestHeader,
-      contextValues,
-    });
-    try {
-      const output = await invokeUnaryImplementation(spec, context, message, interceptors);
-      const body = JSON.stringify(writeJson(b.method.output, output));
-      const header = new Headers(context.responseHeader);
-      context.responseTrailer.forEach((value, name) => header.append(name, value));
-      return { header, body };
-    } catch (e) {
-      // As Connect's handlers answer: anything but a ConnectError is an internal error; the error carries
-      // the headers and trailers the method set.
-      const err = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
-      context.responseHeader.forEach((value, name) => {
+    const result = await invokeInProcess(
+      spec,
+      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, signal, requestHeader, contextValues },
+      message,
+      interceptors,
+    );
+    if (!result.ok) {
+      // The error carries the headers and trailers the method set.
+      const err = result.error;
+      result.responseHeader.forEach((value, name) => {
         if (!err.metadata.has(name)) err.metadata.set(name, value);
       });
-      context.responseTrailer.forEach((value, name) => err.metadata.append(name, value));
+      result.responseTrailer.forEach((value, name) => err.metadata.append(name, value));
       throw err;
-    } finally {
-      context.abort();
     }
+    const body = JSON.stringify(writeJson(b.method.output, result.output));
+    const header = new Headers(result.responseHeader);
+    result.responseTrailer.forEach((value, name) => header.append(name, value));
+    return { header, body };
   }
 
   /** Builds the input message: body, then query parameters, then path variables (which win). */
@@ -274,35 +264,6 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       }
     },
   };
-}
-
-type UnaryImplSpec = Extract<MethodImplSpec, { kind: "unary" }>;
-
-/** "chainguard.platform.registry.v2.ReposService/GetRepo". */
-function procedureOf(method: DescMethod): string {
-  return `${method.parent.typeName}/${method.name}`;
-}
-
-/**
- * The implementation of each method the services registered by `register` (router.service) serve, keyed
- * "<service>/<method>"; a method a service leaves out answers UNIMPLEMENTED, as on Connect's router.
- */
-function implementationsOf(register: (router: ConnectRouter) => void): Map<string, UnaryImplSpec> {
-  const specs = new Map<string, UnaryImplSpec>();
-  const router: ConnectRouter = {
-    handlers: [],
-    service(service, implementation) {
-      const spec = createServiceImplSpec(service, implementation);
-      // Only unary methods have REST bindings.
-      for (const m of Object.values(spec.methods)) if (m.kind === "unary") specs.set(procedureOf(m.method), m);
-      return router;
-    },
-    rpc() {
-      throw new Error("the REST gateway takes services (router.service), not single methods");
-    },
-  };
-  register(router);
-  return specs;
 }
 
 /** A REST binding as the gateway compiles it: what the OpenAPI document describes (openapi.ts). */

@@ -24,6 +24,8 @@ export interface RequestRecord {
   route: string | undefined;
   /** The outcome, when a layer that knows it recorded it (else read from the HTTP status at the end). */
   code: Code | undefined;
+  /** Body bytes received, where the layer reading them counts them (else the request's content-length). */
+  bytesIn: number | undefined;
   /** Body bytes sent, where the layer writing them counts them. */
   bytesOut: number | undefined;
   /** The context values of the call, where the principal is found at the end (auth interceptor). */

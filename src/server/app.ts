@@ -50,6 +50,8 @@ import { requestKey, type Protocol } from "../kernel/request.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createObserver, isClientGone } from "./observe.js";
 import { createMetricsRoute } from "./metrics-route.js";
+import { createGrpcUnary } from "./grpc-unary.js";
+import { unaryImplementationsOf } from "../kernel/invoke.js";
 
 /** How often the health status probes PostgreSQL, and how long a probe may take. */
 const DATABASE_PROBE_INTERVAL_MS = 1_000;
@@ -240,6 +242,11 @@ export function createApp(deps: AppDeps): App {
       },
     ]),
   );
+  // gRPC unary calls in their plain form, answered without Connect's stream machinery (grpc-unary.ts).
+  const grpcUnary = createGrpcUnary(
+    unaryImplementationsOf((r) => registerServices(r, bindings)),
+    { interceptors, serviceDomain: deps.serviceDomain, maxRequestBytes: limits.maxRequestBytes, requestTimeoutMs: limits.requestTimeoutMs },
+  );
   const gateway = createRestGateway({
     register: (restRouter) => registerServices(restRouter, bindings),
     interceptors,
@@ -284,17 +291,24 @@ export function createApp(deps: AppDeps): App {
     const rpc = rpcByPath.get(path);
     if (rpc) {
       const record = observer.begin(req, res, rpcProtocolOf(req.headers["content-type"]), rpc.service, rpc.method);
-      const values = peerContextValues(req);
-      values.set(requestKey, record);
-      record.values = values;
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
-      rpc
-        .handler(uReq)
-        .then((uRes) => universalResponseToNodeResponse(uRes, res))
-        .catch((err: unknown) => {
-          // A client that went away is the access line's "clientClosed" (info); anything else is a fault.
-          if (!isClientGone(err, res)) log.warn("rpc response failed", { requestId: record.id, path, err });
-        });
+      // Connect's handler for the protocol; `body` when the gRPC unary path read the request and passed it on.
+      const viaConnect = (body?: AsyncIterable<Uint8Array>) => {
+        const values = peerContextValues(req);
+        values.set(requestKey, record);
+        record.values = values;
+        const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
+        rpc
+          .handler(body ? { ...uReq, body } : uReq)
+          .then((uRes) => universalResponseToNodeResponse(uRes, res))
+          .catch((err: unknown) => {
+            // A client that went away is the access line's "clientClosed" (info); anything else is a fault.
+            if (!isClientGone(err, res)) log.warn("rpc response failed", { requestId: record.id, path, err });
+          });
+      };
+      const procedure = `${rpc.service}/${rpc.method}`;
+      if (req.httpVersionMajor === 2 && grpcUnary.takes(req as http2.Http2ServerRequest, procedure)) {
+        grpcUnary.handle(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse, procedure, record, viaConnect);
+      } else viaConnect();
       return;
     }
     if (oidc.handles(path)) {

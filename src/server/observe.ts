@@ -73,7 +73,7 @@ export function createObserver(metrics: Metrics): Observer {
     if (record.route !== undefined) line.route = record.route;
     const uid = record.values?.get(accessKey)?.actingAs;
     if (uid !== undefined) line.uid = uid;
-    const bytesIn = Number(req.headers["content-length"]);
+    const bytesIn = record.bytesIn ?? Number(req.headers["content-length"]);
     if (bytesIn >= 0) line.bytesIn = bytesIn;
     const bytesOut = record.bytesOut ?? Number(res.getHeader("content-length"));
     if (bytesOut >= 0) line.bytesOut = bytesOut;
@@ -91,6 +91,7 @@ export function createObserver(metrics: Metrics): Observer {
         method,
         route: undefined,
         code: undefined,
+        bytesIn: undefined,
         bytesOut: undefined,
         values: undefined,
         req,

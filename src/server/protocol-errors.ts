@@ -89,7 +89,7 @@ function isUndecodableRequest(err: ConnectError): boolean {
  * `located` names (a Connect JSON body), else on the body. RESOURCE_EXHAUSTED from the protocol layer is
  * its read limit (readMaxBytes, the only limit it enforces on a request): PAYLOAD_TOO_LARGE, as REST says.
  */
-function complete(err: ConnectError, domain: string, maxRequestBytes: number, record: RequestRecord | undefined, located?: ConnectError): ConnectError {
+export function publicError(err: ConnectError, domain: string, maxRequestBytes: number, record: RequestRecord | undefined, located?: ConnectError): ConnectError {
   const context = { requestId: record?.id };
   let out: ConnectError;
   if (hasErrorInfo(err)) out = toPublicError(err, domain, context);
@@ -166,7 +166,7 @@ async function patchConnectUnary(
   }
   if (hasErrorInfo(err)) return passThrough;
   const located = err.code === Code.InvalidArgument ? await locate().catch(() => undefined) : undefined;
-  const completed = complete(err, domain, maxRequestBytes, record, located);
+  const completed = publicError(err, domain, maxRequestBytes, record, located);
   const body = errorToJsonBytes(completed, {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));
@@ -204,7 +204,7 @@ function patchGrpcStatus(fields: Headers | undefined, domain: string, maxRequest
   if (!fields.has(headerStatusDetailsBin)) {
     const err = findTrailerError(fields);
     // A fresh error: the one found carries every field as metadata, which setTrailerStatus would append again.
-    if (err) setTrailerStatus(fields, complete(new ConnectError(err.rawMessage, err.code), domain, maxRequestBytes, record));
+    if (err) setTrailerStatus(fields, publicError(new ConnectError(err.rawMessage, err.code), domain, maxRequestBytes, record));
   }
   const message = fields.get(headerGrpcMessage);
   if (message !== null) fields.set(headerGrpcMessage, encodeGrpcMessage(decodeConnectMessage(message)));

@@ -14,6 +14,8 @@ export interface GrpcAnswer {
   details: Status | undefined;
   /** Its ErrorInfo's reason, when it has one. */
   reason: string | undefined;
+  /** The response body (its frames). */
+  body: Buffer;
 }
 
 /** A gRPC length-prefixed message: [flags][length][data], flagged compressed when said. */
@@ -28,20 +30,27 @@ export function grpcFrame(data: Uint8Array, compressed = false): Buffer {
 export async function rawGrpc(baseUrl: string, path: string, body: Uint8Array, headers: http2.OutgoingHttpHeaders = {}): Promise<GrpcAnswer> {
   const session = http2.connect(baseUrl);
   try {
+    const chunks: Buffer[] = [];
     const fields = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
       const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...headers });
       let got: http2.IncomingHttpHeaders = {};
       stream.on("response", (h) => (got = h));
       stream.on("trailers", (t) => (got = { ...got, ...t }));
+      stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => resolve(got));
       stream.on("error", reject);
-      stream.resume();
       stream.end(body);
     });
     const bin = fields["grpc-status-details-bin"];
     const details = bin ? fromBinary(StatusSchema, Buffer.from(String(bin), "base64")) : undefined;
     const info = details?.details.find((d) => d.typeUrl.endsWith(ErrorInfoSchema.typeName));
-    return { fields, status: fields["grpc-status"] as string | undefined, details, reason: info ? fromBinary(ErrorInfoSchema, info.value).reason : undefined };
+    return {
+      fields,
+      status: fields["grpc-status"] as string | undefined,
+      details,
+      reason: info ? fromBinary(ErrorInfoSchema, info.value).reason : undefined,
+      body: Buffer.concat(chunks),
+    };
   } finally {
     session.close();
   }
