@@ -15,6 +15,7 @@ import type { PgTable } from "drizzle-orm/pg-core";
 import { completePage, keysetOrderBy, keysetPredicate, pageColumns, readTotal, type AnyPgDatabase, type ListPage, type OrderColumns } from "./keyset.js";
 import { orderText } from "./order-by.js";
 import type { ListPlan } from "./plan.js";
+import { withCompiledRows } from "../prepared-rows.js";
 
 /** A named value of the statement: a placeholder when preparing, the value itself when a statement is built for once. */
 export type Param = (name: string) => SQL | SQL.Aliased | ReturnType<typeof sql.placeholder>;
@@ -64,6 +65,7 @@ export function createPreparedList<T extends PgTable>(db: AnyPgDatabase, opts: P
       .limit(sql.placeholder("list_limit"))
       .offset(sql.placeholder("list_skip"))
       .prepare(`${opts.name}_list_${statements.size}`);
+    withCompiledRows(statement);
     if (statements.size >= max) statements.delete(statements.keys().next().value!);
     statements.set(key, statement);
     return statement;

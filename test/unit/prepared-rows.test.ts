@@ -1,0 +1,47 @@
+// The compiled row mapper of hot prepared statements (kernel/prepared-rows.ts) gives exactly the rows
+// Drizzle's own mapping gives, for every column kind the stores select (text, boolean, arrays, smallint,
+// timestamps, jsonb, nulls) and for a page's nested selection (row, keys, total).
+import { getTableColumns, sql } from "drizzle-orm";
+import * as drizzleUtils from "drizzle-orm/utils";
+import { describe, expect, it } from "vitest";
+import { advisoryEvents, groups, tags } from "../../src/db/schema/index.js";
+import { compileRowMapper } from "../../src/kernel/prepared-rows.js";
+
+// Drizzle's own ordering of a selection and its row mapping (internal: not in its type declarations).
+type FieldEntry = { path: string[]; field: unknown };
+const { orderSelectedFields, mapResultRow } = drizzleUtils as unknown as {
+  orderSelectedFields(selection: Record<string, unknown>): FieldEntry[];
+  mapResultRow(fields: FieldEntry[], row: unknown[], joins: undefined): Record<string, unknown>;
+};
+
+function both(selection: Record<string, unknown>, rows: unknown[][]) {
+  const fields = orderSelectedFields(selection);
+  const drizzle = rows.map((r) => mapResultRow(fields, r, undefined));
+  return { drizzle, compiled: compileRowMapper(fields)(rows) };
+}
+
+describe("compiled row mapper", () => {
+  it("maps a page of tags (nested row, keyset values, total) as Drizzle does", () => {
+    const selection = { row: getTableColumns(tags), keys: { k0: sql<string>`(uid)::text`.as("list_k0") }, total: sql<string>`(1)::text`.as("list_total") };
+    const rows = [
+      ["r/1", "r", "latest", "sha256:" + "a".repeat(64), false, ["b1", "b2"], 1, "2024-01-02 03:04:05.678901+00", "2024-01-02 03:04:05+00", "r/1", "2"],
+      ["r/2", "r", "v1", "sha256:" + "b".repeat(64), true, [], 0, "2023-12-31 23:59:59.999+00", "2024-02-29 12:00:00+00", "r/2", null],
+    ];
+    const { drizzle, compiled } = both(selection, rows);
+    expect(compiled).toEqual(drizzle);
+    expect((compiled[0]!.row as { createTime: Date }).createTime).toBeInstanceOf(Date);
+  });
+
+  it("maps flat selections with nulls and jsonb as Drizzle does", () => {
+    const rows = [
+      ["e/0", "a", 0, "2024-05-01 00:00:00+00", 3, "", "", 2, { type: "fixed", "fixed-version": "1.2" }],
+      ["e/1", "a", 1, "2024-05-02 00:00:00+00", 1, "me", "you", 1, {}],
+    ];
+    const events = both(getTableColumns(advisoryEvents), rows);
+    expect(events.compiled).toEqual(events.drizzle);
+    const groupColumns = getTableColumns(groups);
+    const groupRow = Object.values(groupColumns).map((c) => (c.notNull ? (c.columnType === "PgTimestamp" ? "2024-01-01 00:00:00+00" : c.dataType === "boolean" ? true : c.dataType === "number" ? 1 : (c.dataType as string) === "array" ? [] : "x") : null));
+    const g = both(groupColumns, [groupRow]);
+    expect(g.compiled).toEqual(g.drizzle);
+  });
+});
