@@ -79,6 +79,11 @@ export async function invokeInProcess(spec: UnaryImplSpec, call: InProcessCall, 
     const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
     return { ok: false, error, responseHeader: context.responseHeader, responseTrailer: context.responseTrailer };
   } finally {
-    context.abort();
+    // Ends the call's signal (and its client-timeout timer). With a reason given, aborting makes no
+    // DOMException, which AbortController.abort() builds for every call otherwise.
+    context.abort(CALL_ENDED);
   }
 }
+
+/** The reason a call's signal carries once the call has answered. */
+const CALL_ENDED = new ConnectError("the call has ended", Code.Canceled);

@@ -1,8 +1,8 @@
 // gRPC unary calls, answered directly over node:http2: the request's one message is read and decoded, the
-// method runs in process through the same interceptors as on every protocol (kernel/invoke.ts), and the answer
-// is written as one DATA frame and the trailers. Connect's gRPC handler does the same work through a chain of
-// async iterables, response streams and per-call objects that cost about as much as the method itself
-// (bench/README.md, "Per-request cost").
+// method runs in process through the same interceptors as on every protocol (kernel/invoke.ts), and the
+// answer is written as one DATA frame (encoded by kernel/binary.ts) and the trailers. Connect's gRPC handler
+// does the same work through a chain of async iterables, response streams and per-call objects that cost
+// about as much as the method itself (bench/README.md, "Per-request cost").
 //
 // Only the plain case is taken here: HTTP/2, POST, `application/grpc` or `application/grpc+proto`, no request
 // compression, a well-formed grpc-timeout if any, and a body that is exactly one uncompressed message of at
@@ -10,11 +10,12 @@
 // undecodable message, a streaming method) goes to Connect's handler with the bytes already read, so its
 // answers, and protocol-errors' rules over them, stay the one definition of those cases.
 import http2 from "node:http2";
-import { fromBinary, toBinary, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
+import { fromBinary, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
 import type { Code} from "@connectrpc/connect";
 import { type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { errorDomainOf } from "../kernel/errors/index.js";
+import { createBinaryEncoder } from "../kernel/binary.js";
 import { invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
 import { peerContextValues } from "../kernel/peer.js";
 import { requestKey, type RequestRecord } from "../kernel/request.js";
@@ -132,6 +133,7 @@ function headerObject(headers: Headers): Record<string, string> {
 
 export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts: GrpcUnaryOptions): GrpcUnary {
   const { interceptors, maxRequestBytes, requestTimeoutMs, serviceDomain } = opts;
+  const encoder = createBinaryEncoder();
 
   /** The error's trailers: status, the gRPC form of its message, details and the metadata the call set. */
   function errorTrailers(error: ConnectError, method: DescMethodUnary, record: RequestRecord, trailer: Headers): Record<string, string> {
@@ -185,11 +187,10 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
       if (res.writableEnded || res.destroyed) return;
       const header = headerObject(result.responseHeader);
       if (result.ok) {
-        const payload = toBinary(spec.method.output, result.output);
-        const frame = Buffer.allocUnsafe(5 + payload.byteLength);
+        // The message encoded behind five reserved bytes: the envelope (uncompressed, its length).
+        const frame = encoder.encode(spec.method.output, result.output, 5);
         frame[0] = 0;
-        frame.writeUInt32BE(payload.byteLength, 1);
-        frame.set(payload, 5);
+        frame.writeUInt32BE(frame.byteLength - 5, 1);
         result.responseTrailer.set("grpc-status", "0");
         record.code = 0 as Code; // OK (Connect's Code has no name for it)
         record.bytesOut = frame.byteLength;
