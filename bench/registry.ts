@@ -20,7 +20,8 @@
 //   - GetRepo and GetTag over gRPC and REST, beside the bare node:http server and a raw point select; gRPC
 //     Ping (no database, no credentials) as the framework's own ceiling.
 //   - The cost of the parts of a page, in this process (CPU time per page, 16 in flight): the raw read, the
-//     store's read through Drizzle, the rows mapped to messages, the response encoded by protobuf-es.
+//     store's read through Drizzle, the rows mapped to messages, the response encoded by protobuf-es, by the
+//     gRPC path's compiled encoder and as REST's JSON.
 import { loadavg } from "node:os";
 import { create, toBinary, toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
@@ -34,6 +35,9 @@ import { groups, identities, repos, roleBindings } from "../src/db/schema/index.
 import { ensureSecret } from "../src/db/secrets.js";
 import { ensureManagedRoles, managedRole } from "../src/iam/managed-roles.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
+import { createBinaryEncoder } from "../src/kernel/binary.js";
+import { registry } from "../src/kernel/descriptors.js";
+import { createJsonWriter } from "../src/gateway/json.js";
 import { JWKS_PATH } from "../src/server/oidc-routes.js";
 import { createListPlanner, decodePageToken, encodePageToken, pageFields } from "../src/kernel/list/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
@@ -444,11 +448,15 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     const storeRead = () => tagStore.list(lists.plan(listReq, tagList, scopes), { scopes, ...listFilterOf(listReq) });
     const page = await storeRead();
     const response = create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });
+    const binary = createBinaryEncoder();
+    const writeJson = createJsonWriter(registry);
     const parts: [string, number][] = [
       ["raw SQL read of the page and its total (postgres.js)", await cpuPerCall(rawPage1Query, 4000)],
       ["the store's read (list kernel + Drizzle + postgres.js)", await cpuPerCall(storeRead, 4000)],
       ["50 rows mapped to Tag messages", await cpuPerCall(() => create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) }), 4000)],
       ["the response encoded (protobuf-es toBinary)", await cpuPerCall(() => toBinary(ListTagsResponseSchema, response), 4000)],
+      ["the response encoded (compiled encoder, the gRPC path's)", await cpuPerCall(() => binary.encode(ListTagsResponseSchema, response, 5), 4000)],
+      ["the response as JSON (compiled writer, REST's)", await cpuPerCall(() => JSON.stringify(writeJson(ListTagsResponseSchema, response)), 4000)],
     ];
 
     const get = (n: string) => rows.find((r) => r.name === n)!.result;
