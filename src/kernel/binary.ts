@@ -6,11 +6,11 @@
 // reserved in front of it, so the frame needs no copy. The bytes are exactly toBinary's (fields by number,
 // packed repeated scalars, explicit presence honoured), as test/unit/binary.test.ts checks.
 //
-// Compiled: strings, bools, int32/uint32/int64/uint64, enums, lists of those and of messages, and messages of
-// the same kinds (Timestamp among them). Any other message type (oneofs, maps, bytes, floats, zigzag and
-// fixed integers, proto2 required or group fields), and any value a compiled encoder does not expect (a wrong
-// type, an out-of-range integer, unknown fields), sends the whole message through toBinary, which encodes or
-// throws exactly as before.
+// Compiled: strings, bytes, bools, int32/uint32/int64/uint64, enums, lists of those and of messages, oneofs
+// of them, maps with string keys, and messages of the same kinds (Timestamp among them); 50 advisories with
+// their events (oneofs) 1.35 -> 0.27 ms. Any other message type (other map keys, floats, zigzag and fixed
+// integers, proto2 required or group fields), and any value a compiled encoder does not expect (a wrong type, an out-of-range integer, unknown
+// fields), sends the whole message through toBinary, which encodes or throws exactly as before.
 import { ScalarType, toBinary, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 
 type Rec = Record<string, unknown>;
@@ -78,8 +78,8 @@ interface ScalarCodec {
   size(v: unknown): number;
   write(out: Out, v: unknown): void;
   isZero(v: unknown): boolean;
-  /** Strings: the size and write use the byte length noted in `sizes`. */
-  string?: true;
+  /** Strings and bytes: length-delimited, their byte length noted in `sizes` by the size pass. */
+  delimited?: true;
 }
 
 const int32Codec: ScalarCodec = {
@@ -134,13 +134,25 @@ const stringCodec: ScalarCodec = {
   size: (v) => (typeof v === "string" ? Buffer.byteLength(v) : fail()),
   write: (out, v) => void (out.pos += out.buf.write(v as string, out.pos, "utf8")),
   isZero: (v) => v === "",
-  string: true,
+  delimited: true,
+};
+
+const bytesCodec: ScalarCodec = {
+  size: (v) => (v instanceof Uint8Array ? v.byteLength : fail()),
+  write: (out, v) => {
+    out.buf.set(v as Uint8Array, out.pos);
+    out.pos += (v as Uint8Array).byteLength;
+  },
+  isZero: (v) => v instanceof Uint8Array && v.byteLength === 0,
+  delimited: true,
 };
 
 function scalarCodec(type: ScalarType): ScalarCodec | undefined {
   switch (type) {
     case ScalarType.STRING:
       return stringCodec;
+    case ScalarType.BYTES:
+      return bytesCodec;
     case ScalarType.BOOL:
       return boolCodec;
     case ScalarType.INT32:
@@ -175,6 +187,8 @@ function writeTag(out: Out, tag: readonly number[]): void {
 export interface BinaryEncoder {
   /** The message's bytes, after `reserve` bytes left for the caller (a gRPC envelope's five). */
   encode(desc: DescMessage, message: Message, reserve?: number): Buffer;
+  /** Whether messages of this type are encoded by a compiled encoder (else always by toBinary). */
+  compiles(desc: DescMessage): boolean;
 }
 
 export function createBinaryEncoder(): BinaryEncoder {
@@ -233,27 +247,37 @@ export function createBinaryEncoder(): BinaryEncoder {
   }
 
   function fieldEncoder(f: DescField): Encoder | undefined {
-    if (f.oneof !== undefined || (f.presence !== IMPLICIT && f.presence !== EXPLICIT)) return undefined;
+    if (f.presence !== IMPLICIT && f.presence !== EXPLICIT) return undefined;
+    // A oneof member is held as `m[<oneof>] = { case: <member>, value }`: present when its case is chosen.
     const name = f.localName;
+    const oneof = f.oneof?.localName;
+    const get: (m: Rec) => unknown =
+      oneof === undefined
+        ? (m) => m[name]
+        : (m) => {
+            const o = m[oneof] as { case?: unknown; value?: unknown } | undefined;
+            if (o === undefined || o === null || typeof o !== "object") fail();
+            return o.case === name ? o.value : undefined;
+          };
     switch (f.fieldKind) {
       case "scalar":
       case "enum": {
         const codec = f.fieldKind === "enum" ? int32Codec : scalarCodec(f.scalar);
         if (!codec) return undefined;
-        const tag = tagBytes(f.number, codec.string ? LENGTH_DELIMITED : VARINT);
-        const explicit = f.presence === EXPLICIT;
+        const tag = tagBytes(f.number, codec.delimited ? LENGTH_DELIMITED : VARINT);
+        const explicit = f.presence === EXPLICIT || oneof !== undefined;
         const absent = (v: unknown) => (explicit ? v === undefined : codec.isZero(v));
-        if (codec.string) {
+        if (codec.delimited) {
           return {
             size(m, sizes) {
-              const v = m[name];
+              const v = get(m);
               if (absent(v)) return 0;
               const n = codec.size(v);
               sizes.push(n);
               return tag.length + varintSize(n) + n;
             },
             write(m, out) {
-              const v = m[name];
+              const v = get(m);
               if (absent(v)) return;
               writeTag(out, tag);
               writeVarint(out, out.sizes[out.next++]!);
@@ -263,11 +287,11 @@ export function createBinaryEncoder(): BinaryEncoder {
         }
         return {
           size(m) {
-            const v = m[name];
+            const v = get(m);
             return absent(v) ? 0 : tag.length + codec.size(v);
           },
           write(m, out) {
-            const v = m[name];
+            const v = get(m);
             if (absent(v)) return;
             writeTag(out, tag);
             codec.write(out, v);
@@ -280,13 +304,19 @@ export function createBinaryEncoder(): BinaryEncoder {
         if (!child) return undefined;
         const tag = tagBytes(f.number, LENGTH_DELIMITED);
         return {
-          size: (m, sizes) => (m[name] === undefined ? 0 : sizeNested(child, m[name], sizes, tag.length)),
-          write: (m, out) => void (m[name] === undefined || writeNested(child, m[name], out, tag)),
+          size: (m, sizes) => {
+            const v = get(m);
+            return v === undefined ? 0 : sizeNested(child, v, sizes, tag.length);
+          },
+          write: (m, out) => {
+            const v = get(m);
+            if (v !== undefined) writeNested(child, v, out, tag);
+          },
         };
       }
       case "list": {
         // Messages, strings and packed scalars are length-delimited; unpacked scalars repeat their varint tag.
-        const delimited = f.listKind === "message" || f.packed || (f.listKind === "scalar" && f.scalar === ScalarType.STRING);
+        const delimited = f.listKind === "message" || f.packed || (f.listKind === "scalar" && (f.scalar === ScalarType.STRING || f.scalar === ScalarType.BYTES));
         const tag = tagBytes(f.number, delimited ? LENGTH_DELIMITED : VARINT);
         const list = (m: Rec): unknown[] => {
           const v = m[name];
@@ -309,7 +339,7 @@ export function createBinaryEncoder(): BinaryEncoder {
         }
         const codec = f.listKind === "enum" ? int32Codec : scalarCodec(f.scalar);
         if (!codec) return undefined;
-        if (codec.string) {
+        if (codec.delimited) {
           return {
             size(m, sizes) {
               let n = 0;
@@ -362,12 +392,68 @@ export function createBinaryEncoder(): BinaryEncoder {
           },
         };
       }
+      case "map": {
+        // Entries as toBinary writes them: one length-delimited entry per key (in the object's key order),
+        // the key (field 1) and the value (field 2) always written, zero or not. String keys only.
+        if (f.mapKey !== ScalarType.STRING) return undefined;
+        const tag = tagBytes(f.number, LENGTH_DELIMITED);
+        const keyTag = tagBytes(1, LENGTH_DELIMITED);
+        const child = f.mapKind === "message" ? encoderOf(f.message) : undefined;
+        const codec = f.mapKind === "enum" ? int32Codec : f.mapKind === "scalar" ? scalarCodec(f.scalar) : undefined;
+        if (f.mapKind === "message" ? !child : !codec) return undefined;
+        const valueTag = tagBytes(2, child || codec!.delimited ? LENGTH_DELIMITED : VARINT);
+        const entries = (m: Rec): Rec => {
+          const v = m[name];
+          return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Rec) : fail();
+        };
+        return {
+          size(m, sizes) {
+            const obj = entries(m);
+            let total = 0;
+            for (const key of Object.keys(obj)) {
+              const slot = sizes.length;
+              sizes.push(0);
+              const keyLength = Buffer.byteLength(key);
+              sizes.push(keyLength);
+              let n = keyTag.length + varintSize(keyLength) + keyLength;
+              const v = obj[key];
+              if (child) n += sizeNested(child, v, sizes, valueTag.length);
+              else if (codec!.delimited) {
+                const length = codec!.size(v);
+                sizes.push(length);
+                n += valueTag.length + varintSize(length) + length;
+              } else n += valueTag.length + codec!.size(v);
+              sizes[slot] = n;
+              total += tag.length + varintSize(n) + n;
+            }
+            return total;
+          },
+          write(m, out) {
+            const obj = entries(m);
+            for (const key of Object.keys(obj)) {
+              writeTag(out, tag);
+              writeVarint(out, out.sizes[out.next++]!);
+              writeTag(out, keyTag);
+              writeVarint(out, out.sizes[out.next++]!);
+              out.pos += out.buf.write(key, out.pos, "utf8");
+              const v = obj[key];
+              if (child) writeNested(child, v, out, valueTag);
+              else {
+                writeTag(out, valueTag);
+                if (codec!.delimited) writeVarint(out, out.sizes[out.next++]!);
+                codec!.write(out, v);
+              }
+            }
+          },
+        };
+      }
       default:
         return undefined;
     }
   }
 
   return {
+    compiles: (desc) => encoderOf(desc) !== null,
     encode(desc, message, reserve = 0) {
       const encoder = encoderOf(desc);
       if (encoder) {

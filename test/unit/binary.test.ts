@@ -13,12 +13,20 @@ import { timestampOf } from "../../src/kernel/timestamp.js";
 
 const encoder = createBinaryEncoder();
 function same(desc: DescMessage, message: Message) {
+  expect(encoder.compiles(desc), desc.typeName).toBe(true);
   expect(Buffer.from(encoder.encode(desc, message)).toString("hex"), desc.typeName).toBe(Buffer.from(toBinary(desc, message)).toString("hex"));
 }
 
 describe("the compiled binary encoder", () => {
   it("encodes every served method's empty response as toBinary does", () => {
-    for (const m of servedMethods) same(m.output, create(m.output));
+    for (const m of servedMethods) {
+      const message = create(m.output);
+      expect(Buffer.from(encoder.encode(m.output, message)).toString("hex"), m.output.typeName).toBe(Buffer.from(toBinary(m.output, message)).toString("hex"));
+    }
+  });
+
+  it("compiles the response types of the hot reads", () => {
+    for (const desc of [ListTagsResponseSchema, RepoSchema, ListRoleBindingsResponseSchema, AdvisorySchema]) expect(encoder.compiles(desc), desc.typeName).toBe(true);
   });
 
   it("encodes a page of tags: timestamps before 1970 and of every precision, multi-byte strings, lists", () => {
@@ -47,14 +55,31 @@ describe("the compiled binary encoder", () => {
     same(RepoSchema, create(RepoSchema, { uid: "u", name: "n", catalogTier: 2, aliases: ["x"], syncConfig: { source: "s", uniqueTags: true, expirationTime: timestampOf(new Date(5)) } }));
     same(RepoSchema, create(RepoSchema, { uid: "u", catalogTier: 99 as CatalogTier }));
     same(RepoSchema, create(RepoSchema, { uid: "u", catalogTier: -3 as CatalogTier }));
+    // Maps (string to string): entries in key order, empty keys and values written too.
+    same(RepoSchema, create(RepoSchema, { uid: "u", customOverlay: { environment: { B: "2", A: "", "": "x", "10": "ten", "2": "two", ü: "✓" }, annotations: {} } } as never));
     const bindings = create(ListRoleBindingsResponseSchema, { items: [{ uid: "b", identity: { uid: "i" }, role: { uid: "r", capabilities: [1, 2, 300, 70000] } }] } as never);
     same(ListRoleBindingsResponseSchema, bindings);
   });
 
-  it("falls back to toBinary for what it does not compile (oneofs) and for unknown fields", () => {
-    const advisory = create(AdvisorySchema, { uid: "p:a", events: [{ uid: "p:a/0", type: { case: "fixed", value: { fixedVersion: "1.2" } } }], severities: [{ type: 1, score: "x" }] });
+  it("encodes oneofs (every case, nested ones, an empty message) and bytes as toBinary does", () => {
+    const at = timestampOf(new Date(1_700_000_000_000));
+    const advisory = create(AdvisorySchema, {
+      uid: "p:a",
+      aliases: ["CVE-1", "GHSA-2"],
+      events: [
+        { uid: "p:a/0", createTime: at, type: { case: "detection", value: { type: { case: "scanv1", value: { scanner: "grype", component: "c", componentVersion: "1" } } } } },
+        { uid: "p:a/1", type: { case: "detection", value: { type: { case: "manual", value: {} } } } },
+        { uid: "p:a/2", type: { case: "fixed", value: { fixedVersion: "1.2" } }, findings: new Uint8Array([0, 1, 255]) },
+        { uid: "p:a/3", type: { case: "falsePositiveDetermination", value: { type: 2, note: "ü" } } },
+        { uid: "p:a/4", type: { case: undefined } },
+      ],
+      severities: [{ type: 1, score: "x" }],
+    });
     expect(EventTypeFilter.FIXED).toBeGreaterThan(0);
     same(AdvisorySchema, advisory);
+  });
+
+  it("falls back to toBinary for unknown fields", () => {
     const withUnknown = create(TagSchema, { uid: "t" });
     (withUnknown as unknown as { $unknown: unknown[] }).$unknown = [{ no: 99, wireType: 0, data: new Uint8Array([1]) }];
     same(TagSchema, withUnknown);
