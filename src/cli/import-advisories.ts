@@ -8,11 +8,8 @@
 // reasons; unknown event types and keys with examples) as JSON on stdout.
 // Exit codes: 0 imported, 1 some file was skipped as invalid (the summary is still printed) or the import
 // failed, 2 bad arguments.
-import { loadConfig } from "../config.js";
-import { openDatabase } from "../db/client.js";
-import { setLogLevel } from "../kernel/log.js";
 import { importAdvisories } from "../vulnerabilities/import.js";
-import { createProgress } from "./progress.js";
+import { runImport } from "./import-run.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
 export const main = defineCommand(
@@ -28,28 +25,19 @@ export const main = defineCommand(
     positionals: { name: "<directory of <package>.advisories.yaml files>", min: 1, max: Infinity },
     exitCodes: "0 imported, 1 some file was skipped as invalid (the summary is still printed) or the import failed, 2 bad arguments",
   },
-  async ({ positionals }, env) => {
-    const config = loadConfig(env);
-    setLogLevel("warn");
-    const database = await openDatabase(config);
-    const progress = createProgress(process.stderr);
-    try {
-      progress.line(`importing advisory documents from ${positionals.join(", ")}`);
-      const started = performance.now();
-      const summary = await importAdvisories(database.db, positionals, {
-        // One transaction at a time on PGlite; on PostgreSQL, files in parallel over the pool.
-        concurrency: database.kind === "postgres" ? Math.min(8, config.databasePool.max) : 1,
-        onProgress: (done, total) => progress.update((s) => `files: ${done}/${total} (${s.toFixed(0)} s)`, done === total),
-      });
-      progress.end();
-      for (const s of summary.skipped) progress.line(`skipped ${s.path}: ${s.reason}`);
-      progress.line(`done in ${((performance.now() - started) / 1000).toFixed(1)}s`);
-      process.stdout.write(JSON.stringify(summary, null, 2) + "\n");
-      return summary.skipped.length > 0 ? 1 : 0;
-    } finally {
-      progress.end();
-      await database.close();
-    }
+  ({ positionals }, env) => {
+    const started = performance.now();
+    return runImport(env, {
+      start: `importing advisory documents from ${positionals.join(", ")}`,
+      run: (database, progress, pool) =>
+        importAdvisories(database.db, positionals, {
+          // One transaction at a time on PGlite; on PostgreSQL, files in parallel over the pool.
+          concurrency: database.kind === "postgres" ? Math.min(8, pool.max) : 1,
+          onProgress: (done, total) => progress.update((s) => `files: ${done}/${total} (${s.toFixed(0)} s)`, done === total),
+        }),
+      done: () => [`done in ${((performance.now() - started) / 1000).toFixed(1)}s`],
+      exitCode: (summary) => (summary.skipped.length > 0 ? 1 : 0),
+    });
   },
 );
 

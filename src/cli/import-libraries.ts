@@ -6,11 +6,8 @@
 // written in one transaction; unreadable files are skipped with the reason. Progress goes to stderr, the
 // summary (rows added, changed, unchanged per table; skipped files with reasons) as JSON on stdout.
 // Exit codes: 0 imported (possibly with skips), 1 failed (database error), 2 usage.
-import { loadConfig } from "../config.js";
-import { openDatabase } from "../db/client.js";
-import { setLogLevel } from "../kernel/log.js";
 import { importLibraries } from "../libraries/import.js";
-import { createProgress } from "./progress.js";
+import { runImport } from "./import-run.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
 export const main = defineCommand(
@@ -25,25 +22,16 @@ export const main = defineCommand(
     positionals: { name: "<maven repository or python distributions path>", min: 1, max: Infinity },
     exitCodes: "0 imported (possibly with skips), 1 failed (database error), 2 bad arguments",
   },
-  async ({ positionals }, env) => {
-    const config = loadConfig(env);
-    setLogLevel("warn");
-    const database = await openDatabase(config);
-    const progress = createProgress(process.stderr);
-    try {
-      progress.line(`scanning ${positionals.join(", ")}`);
-      const summary = await importLibraries(database.db, positionals, (done, total) => {
-        progress.update((s) => `writing: ${done}/${total} artifacts (${s.toFixed(0)} s)`, done === total);
-      });
-      progress.end();
-      for (const s of summary.skipped) progress.line(`skipped ${s.path}: ${s.reason}`);
-      process.stdout.write(JSON.stringify(summary, null, 2) + "\n");
-      return 0;
-    } finally {
-      progress.end();
-      await database.close();
-    }
-  },
+  ({ positionals }, env) =>
+    runImport(env, {
+      start: `scanning ${positionals.join(", ")}`,
+      run: (database, progress) =>
+        importLibraries(database.db, positionals, (done, total) => {
+          progress.update((s) => `writing: ${done}/${total} artifacts (${s.toFixed(0)} s)`, done === total);
+        }),
+      // Skips are reported, not failures: a Debian repository holds files that are not artifacts.
+      exitCode: () => 0,
+    }),
 );
 
 runWhenMain(import.meta.url, "import", main);

@@ -8,10 +8,7 @@
 // stdout. Exit codes: 0 imported, 1 some file was rejected (the rest is imported) or the import failed,
 // 2 bad arguments.
 import { importOsv } from "../advisory/osv-import.js";
-import { loadConfig } from "../config.js";
-import { openDatabase } from "../db/client.js";
-import { setLogLevel } from "../kernel/log.js";
-import { createProgress } from "./progress.js";
+import { runImport } from "./import-run.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
 export const main = defineCommand(
@@ -27,27 +24,16 @@ export const main = defineCommand(
     positionals: { name: "<directory, .zip archive or .json file of OSV records>", min: 1, max: Infinity },
     exitCodes: "0 imported, 1 some file was rejected (the rest is imported) or the import failed, 2 bad arguments",
   },
-  async ({ positionals }, env) => {
-    const config = loadConfig(env);
-    setLogLevel("warn");
-    const database = await openDatabase(config);
-    const progress = createProgress(process.stderr);
-    try {
-      progress.line(`importing ${positionals.join(", ")}`);
-      const summary = await importOsv(database.db, positionals, {
-        onProgress: (done) => progress.update((s) => `read ${done} files (${s.toFixed(0)} s)`),
-      });
-      progress.end();
-      const { added, changed, unchanged } = summary.records;
-      progress.line(`done: ${added + changed + unchanged + summary.skipped.length} files, ${added} added, ${changed} changed, ${unchanged} unchanged, ${summary.skipped.length} skipped`);
-      for (const s of summary.skipped) progress.line(`skipped ${s.path}: ${s.reason}`);
-      process.stdout.write(JSON.stringify(summary, null, 2) + "\n");
-      return summary.skipped.length > 0 ? 1 : 0;
-    } finally {
-      progress.end();
-      await database.close();
-    }
-  },
+  ({ positionals }, env) =>
+    runImport(env, {
+      start: `importing ${positionals.join(", ")}`,
+      run: (database, progress) => importOsv(database.db, positionals, { onProgress: (done) => progress.update((s) => `read ${done} files (${s.toFixed(0)} s)`) }),
+      done: (summary) => {
+        const { added, changed, unchanged } = summary.records;
+        return [`done: ${added + changed + unchanged + summary.skipped.length} files, ${added} added, ${changed} changed, ${unchanged} unchanged, ${summary.skipped.length} skipped`];
+      },
+      exitCode: (summary) => (summary.skipped.length > 0 ? 1 : 0),
+    }),
 );
 
 runWhenMain(import.meta.url, "import", main);
