@@ -50,7 +50,13 @@ async function tryIt(block: Locator, params: Record<string, string> = {}): Promi
   for (const [name, value] of Object.entries(params)) {
     await block.locator(`tr[data-param-name="${name}"] input`).fill(value);
   }
-  // An earlier answer of this operation is replaced: wait for the new one.
+  // An earlier answer of this operation is cleared first, so the status and body read are the new ones
+  // (reading while Swagger UI replaced one answer with the next read a new status beside an old body).
+  const clear = block.locator("button.btn-clear");
+  if ((await clear.count()) > 0 && (await clear.isVisible())) {
+    await clear.click();
+    await block.locator(".live-responses-table").waitFor({ state: "detached", timeout: TIMEOUT });
+  }
   await block.locator("button.execute").click();
   const status = block.locator(".live-responses-table .response .response-col_status").first();
   await status.waitFor();
