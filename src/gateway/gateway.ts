@@ -20,7 +20,7 @@ import {
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
-import { invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
+import { CLIENT_GONE, clientGone, invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
 import { peerContextValues } from "../kernel/peer.js";
 import { requestKey, type RequestRecord } from "../kernel/request.js";
 import {
@@ -156,7 +156,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     b: Binding,
     message: Message,
     req: IncomingMessage | Http2ServerRequest,
-    signal: AbortSignal,
+    controller: AbortController,
     record: RequestRecord | undefined,
   ): Promise<{ header: Headers; body: string }> {
     const spec = specs.get(procedureOf(b.method))!;
@@ -171,7 +171,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     }
     const result = await invokeInProcess(
       spec,
-      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, signal, requestHeader, contextValues },
+      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, controller, requestHeader, contextValues },
       message,
       interceptors,
     );
@@ -205,7 +205,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     return message;
   }
 
-  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, signal: AbortSignal, record: RequestRecord | undefined): Promise<void> {
+  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, controller: AbortController, record: RequestRecord | undefined): Promise<void> {
     const verb = (req.method ?? "GET").toUpperCase();
     const { pathname, search } = splitUrl(req.url ?? "/");
     let binding: Binding | undefined;
@@ -221,12 +221,12 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       }
       if (!binding.served) throw unimplemented(`${procedureOf(binding.method)} is not implemented by this server`);
       const message = await buildRequest(binding, result.variables, search, req);
-      const response = await invoke(binding, message, req, signal, record);
+      const response = await invoke(binding, message, req, controller, record);
       copyHeaders(res, response.header);
       send(res, 200, response.body);
     } catch (err) {
       // The client went away: there is no one to answer.
-      if (err instanceof BodyAbortedError || signal.aborted) return;
+      if (err instanceof BodyAbortedError || clientGone(controller)) return;
       // HTTP/1.1: close the connection rather than read the rest of an oversized body.
       if (err instanceof BodyTooLargeError && req.httpVersionMajor === 1) res.setHeader("connection", "close");
       sendError(req, res, gatewayCause(err), binding?.method, record);
@@ -249,13 +249,13 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     routes: table.routes.map((r) => ({ method: r.target.method, verb: r.verb, template: r.template.source })),
     async handle(req, res, record) {
       const out: ResponseLike = res;
-      const abort = new AbortController();
+      const controller = new AbortController();
       const onClose = () => {
-        if (!out.writableEnded) abort.abort();
+        if (!out.writableEnded && !controller.signal.aborted) controller.abort(CLIENT_GONE);
       };
       try {
         out.once("close", onClose);
-        await serve(req, out, abort.signal, record);
+        await serve(req, out, controller, record);
       } catch (err) {
         // Only reached when writing the error response itself failed: nothing more can be sent.
         lastResort(out, err, serviceDomain, registry);

@@ -55,17 +55,38 @@ function writeVarint(out: Out, n: number): void {
   buf[out.pos++] = n;
 }
 
+const TWO_53 = 2n ** 53n;
+
 function varint64Size(v: bigint): number {
-  let n = 1;
+  // Below 2^53 (timestamps' seconds, totals): number arithmetic, BigInt's is several times slower.
+  if (v < TWO_53) {
+    let n = Number(v);
+    let size = 1;
+    while (n >= 0x80) {
+      n = Math.floor(n / 128);
+      size++;
+    }
+    return size;
+  }
+  let size = 1;
   while (v >= 0x80n) {
     v >>= 7n;
-    n++;
+    size++;
   }
-  return n;
+  return size;
 }
 
 function writeVarint64(out: Out, v: bigint): void {
   const buf = out.buf;
+  if (v < TWO_53) {
+    let n = Number(v);
+    while (n >= 0x80) {
+      buf[out.pos++] = (n % 128) | 0x80;
+      n = Math.floor(n / 128);
+    }
+    buf[out.pos++] = n;
+    return;
+  }
   while (v >= 0x80n) {
     buf[out.pos++] = Number(v & 0x7fn) | 0x80;
     v >>= 7n;

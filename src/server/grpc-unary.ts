@@ -16,7 +16,7 @@ import { type ConnectError, type Interceptor } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { errorDomainOf } from "../kernel/errors/index.js";
 import { createBinaryEncoder } from "../kernel/binary.js";
-import { invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
+import { CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
 import { peerContextValues } from "../kernel/peer.js";
 import { requestKey, type RequestRecord } from "../kernel/request.js";
 import { log } from "../kernel/log.js";
@@ -29,6 +29,7 @@ const CONTENT_TYPE = /^application\/grpc(\+proto)?$/i;
 const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
 const RESPONSE_CONTENT_TYPE = "application/grpc+proto";
+
 
 export interface GrpcUnaryOptions {
   interceptors: readonly Interceptor[];
@@ -159,9 +160,9 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
     }
     if (!message) return fallback(single(read.bytes));
 
-    const abort = new AbortController();
+    const controller = new AbortController();
     const onClose = () => {
-      if (!res.writableEnded) abort.abort();
+      if (!res.writableEnded && !controller.signal.aborted) controller.abort(CLIENT_GONE);
     };
     res.once("close", onClose);
     const values = peerContextValues(req);
@@ -175,7 +176,7 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
           protocolName: "grpc",
           requestMethod: "POST",
           url: `http://${req.headers[":authority"] ?? "localhost"}${req.url}`,
-          signal: abort.signal,
+          controller,
           requestHeader: requestHeaders(req.headers),
           contextValues: values,
           timeoutMs: clientTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs),

@@ -31,6 +31,18 @@ describe("the compiled REST JSON writer", () => {
     expect(JSON.stringify(writeJson(ListTagsResponseSchema, unset))).toBe(JSON.stringify(expected(ListTagsResponseSchema, unset)));
   });
 
+  it("writes timestamps across the whole range (years 1 to 9999, leap days, every precision) as toJson does", () => {
+    const min = -62135596800; // 0001-01-01T00:00:00Z
+    const max = 253402300799; // 9999-12-31T23:59:59Z
+    const fixed = [min, max, 0, -1, 951782400, 951868800, 4107456000, 1709164800, -2203891200];
+    let seed = 42;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+    const seconds = [...fixed, ...Array.from({ length: 3000 }, () => Math.floor(min + random() * (max - min)))];
+    const tags = seconds.map((s, i) => create(TagSchema, { uid: `t${i}`, createTime: { seconds: BigInt(s), nanos: [0, 1, 120_000_000, 123_456_000, 999_999_999][i % 5]! } }));
+    const page = create(ListTagsResponseSchema, { tags });
+    expect(JSON.stringify(writeJson(ListTagsResponseSchema, page))).toBe(JSON.stringify(expected(ListTagsResponseSchema, page)));
+  });
+
   it("writes nested messages, enums and json_name fields as toJson does", () => {
     const repo = create(RepoSchema, { uid: "u", name: "n", catalogTier: 2, aliases: ["x"], syncConfig: { source: "s", uniqueTags: true, expirationTime: timestampOf(new Date(5)) } });
     expect(JSON.stringify(writeJson(RepoSchema, repo))).toBe(JSON.stringify(expected(RepoSchema, repo)));
