@@ -11,8 +11,7 @@
 // answers, and protocol-errors' rules over them, stay the one definition of those cases.
 import http2 from "node:http2";
 import { fromBinary, type DescMethodUnary, type Message } from "@bufbuild/protobuf";
-import type { Code} from "@connectrpc/connect";
-import { type ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { errorDomainOf } from "../kernel/errors/index.js";
 import { createBinaryEncoder } from "../kernel/binary.js";
@@ -186,21 +185,29 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
         interceptors,
       );
       if (res.writableEnded || res.destroyed) return;
-      const header = headerObject(result.responseHeader);
+      let frame: Buffer | undefined;
+      let error = result.ok ? undefined : result.error;
       if (result.ok) {
-        // The message encoded behind five reserved bytes: the envelope (uncompressed, its length).
-        const frame = encoder.encode(spec.method.output, result.output, 5);
-        frame[0] = 0;
-        frame.writeUInt32BE(frame.byteLength - 5, 1);
+        try {
+          // The message encoded behind five reserved bytes: the envelope (uncompressed, its length).
+          frame = encoder.encode(spec.method.output, result.output, 5);
+          frame[0] = 0;
+          frame.writeUInt32BE(frame.byteLength - 5, 1);
+        } catch (err) {
+          // An answer that does not encode is the server's fault, answered as Connect answers it.
+          log.error("rpc response did not encode", { requestId: record.id, procedure: `${record.service}/${record.method}`, err });
+          error = new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+        }
+      }
+      res.writeHead(200, headerObject(result.responseHeader));
+      if (frame && !error) {
         result.responseTrailer.set("grpc-status", "0");
         record.code = 0 as Code; // OK (Connect's Code has no name for it)
         record.bytesOut = frame.byteLength;
-        res.writeHead(200, header);
         res.addTrailers(headerObject(result.responseTrailer));
         res.end(frame);
       } else {
-        res.writeHead(200, header);
-        res.addTrailers(errorTrailers(result.error, spec.method, record, result.responseTrailer));
+        res.addTrailers(errorTrailers(error!, spec.method, record, result.responseTrailer));
         record.bytesOut = 0;
         res.end();
       }

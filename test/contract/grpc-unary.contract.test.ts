@@ -6,7 +6,8 @@
 import { gzipSync } from "node:zlib";
 import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PingResponseSchema } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
+import { PingResponseSchema, PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
+import { bindPartial } from "../../src/server/bindings.js";
 import { GetGroupRequestSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { grpcFrame, rawGrpc, type GrpcAnswer } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -16,11 +17,15 @@ const GET_GROUP = "/chainguard.platform.iam.v2.GroupsService/GetGroup";
 const LIMIT = 64 * 1024;
 
 let server: TestServer;
+/** A server whose Ping answers a message that cannot be encoded (a symbol in a string field). */
+let broken: TestServer;
 beforeAll(async () => {
   server = await startTestServer({ limits: { maxRequestBytes: LIMIT } });
+  broken = await startTestServer({ overrides: [bindPartial(PingService, { ping: () => ({ response: Symbol("not a string") as unknown as string }) })] });
 });
 afterAll(async () => {
   await server?.close();
+  await broken?.close();
 });
 
 /** The one message of a response body. */
@@ -87,6 +92,13 @@ describe("gRPC unary calls", () => {
     expect(got.status).not.toBe("0");
     expect(got.status).not.toBe("13");
     expect(got.reason).toBeTruthy();
+  });
+
+  it("an answer that does not encode is INTERNAL with ErrorInfo, as Connect answers it, not a reset stream", async () => {
+    const got = await rawGrpc(broken.baseUrl, PING, grpcFrame(new Uint8Array(0)));
+    expect(got.status).toBe("13");
+    expect(got.reason).toBeTruthy();
+    expect(got.body.byteLength).toBe(0);
   });
 
   it("a client's grpc-timeout within the server's deadline is kept: the call still answers", async () => {
