@@ -87,7 +87,7 @@ export async function invokeInProcess(spec: UnaryImplSpec, call: InProcessCall, 
     values: call.contextValues,
   };
   try {
-    const output = (await invokeUnaryImplementation(spec, context, message, [...interceptors])) as Message;
+    const output = (await invokeUnaryImplementation(spec, context, message, interceptors as Interceptor[])) as Message;
     return { ok: true, output, responseHeader: context.responseHeader, responseTrailer: context.responseTrailer };
   } catch (e) {
     // As Connect's handlers answer: anything but a ConnectError is an internal error.
