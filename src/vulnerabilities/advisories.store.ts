@@ -1,9 +1,10 @@
 // Advisories, their events and their OSV severities in the database, read-only here (import.ts writes them).
 // A page is one statement, whatever its size: the advisories by keyset (with the total on a first page), each
-// row carrying its events and the severities of the OSV records its aliases name (correlated subqueries).
+// row carrying its events and the severities of the OSV records its aliases name (correlated subqueries),
+// prepared once per filter shape (which filters, how many values each) with the values as parameters.
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
 import { advisories, advisoryEvents, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
-import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
+import { countExpression, createPreparedList, type ListPage, type ListPlan, type Param, type PreparedListQuery } from "../kernel/list/index.js";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import type { Executor } from "../kernel/store.js";
 import { ancestorsOf, escapeLike } from "../kernel/uidp.js";
@@ -48,46 +49,74 @@ const order = {
   update_time: advisories.updateTime,
 } as const;
 
-/** `array[$1, $2, ...]::text[]` (a JavaScript array in a Drizzle template would become a parenthesised list). */
-const textArray = (values: readonly string[]) => sql`array[${sql.join(values.map((v) => sql`${v}`), sql`, `)}]::text[]`;
-
 /** `advisories.uid IN (advisory uids of events matching `where`)`: a semi-join over an events index. */
-function hasEvent(where: SQL): SQL {
+function hasEvent(where: SQL | undefined): SQL {
   return sql`${advisories.uid} in (select ${advisoryEvents.advisoryUid} from ${advisoryEvents} where ${where})`;
 }
 
-/** The SQL predicate of a filter (undefined: every advisory). */
-export function advisoryWhere(f: AdvisoryFilter): SQL | undefined {
-  if (f.none) return sql`false`;
-  const parts: (SQL | undefined)[] = [];
-  const anyOf = (column: AnyPgColumn, values: readonly string[]) => (values.length === 0 ? undefined : inArray(column, [...values]));
-  if (f.uids?.length) parts.push(inArray(advisories.uid, [...f.uids]));
+/**
+ * A filter as the predicate of a prepared page (kernel/list/prepared.ts): the predicate over named values,
+ * the values, and the shape the statement's text depends on (which filters are given and how many values
+ * each has). The values travel as parameters, so one statement serves every request of a shape.
+ */
+export function advisoryQuery(f: AdvisoryFilter): PreparedListQuery {
+  if (f.none) return { shape: "none", where: () => sql`false`, total: () => sql`0`, values: {} };
+  const values: Record<string, unknown> = {};
+  const shape: string[] = [];
+  const parts: ((p: Param) => SQL | undefined)[] = [];
+  /** Names the values `<name>0`, `<name>1`, ... and gives their placeholders. */
+  const named = (name: string, list: readonly unknown[]) => {
+    shape.push(`${name}:${list.length}`);
+    list.forEach((v, i) => (values[`${name}${i}`] = v));
+    return (p: Param) => list.map((_, i) => p(`${name}${i}`) as SQL);
+  };
+  const anyOf = (name: string, column: AnyPgColumn, list: readonly unknown[]) => {
+    if (list.length === 0) return;
+    const params = named(name, list);
+    parts.push((p) => inArray(column, params(p)));
+  };
+  const withEvent = (name: string, column: AnyPgColumn, list: readonly unknown[], negate = false) => {
+    if (list.length === 0) return;
+    const params = named(name, list);
+    parts.push((p) => (negate ? sql`not ${hasEvent(inArray(column, params(p)))}` : hasEvent(inArray(column, params(p)))));
+  };
+  if (f.uids?.length) anyOf("uid", advisories.uid, f.uids);
   if (f.ancestorsOf !== undefined) {
     const up = ancestorsOf(f.ancestorsOf);
-    parts.push(up.length === 0 ? sql`false` : inArray(advisories.uid, up));
+    if (up.length === 0) {
+      shape.push("no-ancestor");
+      parts.push(() => sql`false`);
+    } else anyOf("up", advisories.uid, up);
   }
-  parts.push(anyOf(advisories.advisoryId, f.advisoryIds));
-  parts.push(anyOf(advisories.package, f.artifactNames));
-  parts.push(anyOf(advisories.artifactType, f.artifactTypes));
-  parts.push(anyOf(advisories.artifactArchitecture, f.artifactArchitectures));
-  parts.push(anyOf(advisories.componentName, f.componentNames));
-  parts.push(anyOf(advisories.componentType, f.componentTypes));
-  parts.push(anyOf(advisories.componentLocation, f.componentLocations));
+  anyOf("id", advisories.advisoryId, f.advisoryIds);
+  anyOf("pkg", advisories.package, f.artifactNames);
+  anyOf("atype", advisories.artifactType, f.artifactTypes);
+  anyOf("arch", advisories.artifactArchitecture, f.artifactArchitectures);
+  anyOf("comp", advisories.componentName, f.componentNames);
+  anyOf("ctype", advisories.componentType, f.componentTypes);
+  anyOf("loc", advisories.componentLocation, f.componentLocations);
   // The uids of the advisories naming an alias, from the GIN index, computed once (an InitPlan): a planner
   // estimate of `aliases && ...` inline would walk the uid order of every advisory to fill a page of few.
   if (f.aliases.length) {
-    parts.push(sql`${advisories.uid} = any(array(select ${sql.identifier("x")}.uid from ${advisories} ${sql.identifier("x")} where ${sql.identifier("x")}.aliases && ${textArray(f.aliases)}))`);
+    const params = named("alias", f.aliases);
+    const x = sql.identifier("x");
+    parts.push((p) => sql`${advisories.uid} = any(array(select ${x}.uid from ${advisories} ${x} where ${x}.aliases && array[${sql.join(params(p), sql`, `)}]::text[]))`);
   }
-  if (f.latestEventType !== undefined) parts.push(eq(advisories.latestEventType, f.latestEventType));
-  if (f.eventTypes.length) parts.push(hasEvent(inArray(advisoryEvents.type, [...f.eventTypes])));
-  if (f.eventReviewStates.length) parts.push(hasEvent(inArray(advisoryEvents.reviewState, [...f.eventReviewStates])));
-  if (f.eventAuthors.length) parts.push(hasEvent(inArray(advisoryEvents.author, [...f.eventAuthors])));
-  if (f.eventReviewers.length) parts.push(hasEvent(inArray(advisoryEvents.reviewer, [...f.eventReviewers])));
-  if (f.excludeEventAuthors.length) {
-    parts.push(sql`not ${hasEvent(inArray(advisoryEvents.author, [...f.excludeEventAuthors]))}`);
+  if (f.latestEventType !== undefined) {
+    const params = named("latest", [f.latestEventType]);
+    parts.push((p) => eq(advisories.latestEventType, params(p)[0]!));
   }
-  if (f.query) parts.push(sql`${advisories.search} ilike ${`%${escapeLike(f.query)}%`}`);
-  return and(...parts);
+  withEvent("etype", advisoryEvents.type, f.eventTypes);
+  withEvent("review", advisoryEvents.reviewState, f.eventReviewStates);
+  withEvent("author", advisoryEvents.author, f.eventAuthors);
+  withEvent("reviewer", advisoryEvents.reviewer, f.eventReviewers);
+  withEvent("xauthor", advisoryEvents.author, f.excludeEventAuthors, true);
+  if (f.query) {
+    const params = named("q", [`%${escapeLike(f.query)}%`]);
+    parts.push((p) => sql`${advisories.search} ilike ${params(p)[0]}`);
+  }
+  const where = (p: Param) => and(...parts.map((part) => part(p)));
+  return { shape: shape.join(";"), where, total: (p) => countExpression(advisories, where(p)), values };
 }
 
 /**
@@ -118,7 +147,10 @@ const parsed = <T>(v: T | string): T => (typeof v === "string" ? (JSON.parse(v) 
 /** What a page's row selects beside the keyset: the advisory, its events and its severities. */
 const withChildren = { ...getTableColumns(advisories), events: eventsOfRow, severities: severitiesOfRow };
 
-function completed(r: AdvisoryRow & { events: EventTuple[] | string; severities: OsvSeverity[] | string }): AdvisoryWithEvents {
+/** A page's row: the advisory's columns, its events and its severities (withChildren). */
+type AdvisoryPageRow = AdvisoryRow & { events: EventTuple[] | string; severities: OsvSeverity[] | string };
+
+function completed(r: AdvisoryPageRow): AdvisoryWithEvents {
   const { events: eventTuples, severities, ...row } = r;
   const events = parsed(eventTuples).map(
     ([uid, ms, type, author, reviewer, reviewState, data], ordinal): AdvisoryEventRow => ({
@@ -141,6 +173,7 @@ function completed(r: AdvisoryRow & { events: EventTuple[] | string; severities:
  * and severities as JSON aggregated by correlated subqueries (one round trip, no second pass in JavaScript).
  */
 export function createAdvisoryStore(db: Executor) {
+  const pages = createPreparedList<typeof advisories, AdvisoryPageRow>(db, { name: "advisories", table: advisories, orderColumns: order, columns: withChildren });
   return {
     async find(uid: string): Promise<AdvisoryWithEvents | undefined> {
       const [r] = await db.select(withChildren).from(advisories).where(eq(advisories.uid, uid));
@@ -148,13 +181,7 @@ export function createAdvisoryStore(db: Executor) {
     },
 
     async list(plan: ListPlan, filter: AdvisoryFilter): Promise<ListPage<AdvisoryWithEvents>> {
-      const where = advisoryWhere(filter);
-      const total = countExpression(advisories, where);
-      const query = db
-        .select({ row: withChildren, ...pageColumns(plan, order, total) })
-        .from(advisories)
-        .$dynamic();
-      const page = await keysetPage(db, query, { plan, orderColumns: order, where, total });
+      const page = await pages.page(plan, advisoryQuery(filter));
       return { ...page, rows: page.rows.map(completed) };
     },
   };

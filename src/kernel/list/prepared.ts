@@ -39,6 +39,11 @@ export interface PreparedListOptions<T extends PgTable> {
   orderColumns: OrderColumns;
   /** Shapes kept (default 256); past it the oldest statement is dropped. */
   maxShapes?: number;
+  /**
+   * What a row selects (default: every column of the table), e.g. the columns and correlated subqueries;
+   * a page's rows are then of that shape (the caller's `Row`).
+   */
+  columns?: Record<string, unknown>;
 }
 
 interface Prepared {
@@ -48,7 +53,7 @@ interface Prepared {
 type FetchedRow<Row> = { row: Row; keys: Record<string, string | null>; total?: string | null };
 
 /** Pages of `table` through statements prepared once per shape, over `db` (the database or a transaction). */
-export function createPreparedList<T extends PgTable>(db: AnyPgDatabase, opts: PreparedListOptions<T>) {
+export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(db: AnyPgDatabase, opts: PreparedListOptions<T>) {
   const statements = new Map<string, Prepared>();
   const max = opts.maxShapes ?? 256;
   const placeholder: Param = (name) => sql.placeholder(name);
@@ -58,7 +63,7 @@ export function createPreparedList<T extends PgTable>(db: AnyPgDatabase, opts: P
     const cursor = plan.cursor?.map((v, i) => (v === null ? null : (sql.placeholder(`list_k${i}`) as unknown as string)));
     const shaped = { ...plan, cursor };
     const statement = db
-      .select({ row: getTableColumns(opts.table), ...pageColumns(plan, opts.orderColumns, q.total(placeholder)) })
+      .select({ row: (opts.columns ?? getTableColumns(opts.table)) as ReturnType<typeof getTableColumns<T>>, ...pageColumns(plan, opts.orderColumns, q.total(placeholder)) })
       .from(opts.table as PgTable)
       .where(and(q.where(placeholder), keysetPredicate(shaped, opts.orderColumns)))
       .orderBy(...keysetOrderBy(plan, opts.orderColumns))
@@ -73,13 +78,13 @@ export function createPreparedList<T extends PgTable>(db: AnyPgDatabase, opts: P
 
   return {
     /** The plan's page (see keysetPage: one statement; an empty page that needs a total counts in a second). */
-    async page(plan: ListPlan, q: PreparedListQuery): Promise<ListPage<T["$inferSelect"]>> {
+    async page(plan: ListPlan, q: PreparedListQuery): Promise<ListPage<Row>> {
       const nulls = plan.cursor ? plan.cursor.map((v) => (v === null ? "n" : "v")).join("") : "-";
       const key = `${q.shape}|${orderText(plan.order)}|${nulls}|${plan.total === undefined ? "total" : ""}`;
       const statement = statements.get(key) ?? prepare(key, plan, q);
       const values: Record<string, unknown> = { ...q.values, list_limit: plan.limit + 1, list_skip: plan.skip };
       if (plan.cursor) plan.cursor.forEach((v, i) => v !== null && (values[`list_k${i}`] = v));
-      const rows = (await statement.execute(values)) as FetchedRow<T["$inferSelect"]>[];
+      const rows = (await statement.execute(values)) as FetchedRow<Row>[];
       const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
       return completePage(plan, fetched, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)));
     },
