@@ -21,9 +21,9 @@
 import { createHash } from "node:crypto";
 import { readFile, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { inArray, sql } from "drizzle-orm";
+import { inArray } from "drizzle-orm";
 import { osvRecords } from "../db/schema/index.js";
-import type { Executor } from "../kernel/store.js";
+import { proposedValues, type Executor } from "../kernel/store.js";
 import { DEFAULT_ZIP_LIMITS, openZip, type ZipLimits } from "../kernel/zip.js";
 import { validateOsvRecord, type OsvRecord } from "./osv-record.js";
 
@@ -151,19 +151,19 @@ class Importer {
           .values(rows)
           .onConflictDoUpdate({
             target: osvRecords.id,
-            set: {
-              summary: sql`excluded.summary`,
-              details: sql`excluded.details`,
-              aliases: sql`excluded.aliases`,
-              references: sql`excluded.references`,
-              severities: sql`excluded.severities`,
-              modifiedTime: sql`excluded.modified_time`,
-              publishedTime: sql`excluded.published_time`,
-              withdrawnTime: sql`excluded.withdrawn_time`,
-              source: sql`excluded.source`,
-              contentHash: sql`excluded.content_hash`,
-              updateTime: sql`excluded.update_time`,
-            },
+            set: proposedValues({
+              summary: osvRecords.summary,
+              details: osvRecords.details,
+              aliases: osvRecords.aliases,
+              references: osvRecords.references,
+              severities: osvRecords.severities,
+              modifiedTime: osvRecords.modifiedTime,
+              publishedTime: osvRecords.publishedTime,
+              withdrawnTime: osvRecords.withdrawnTime,
+              source: osvRecords.source,
+              contentHash: osvRecords.contentHash,
+              updateTime: osvRecords.updateTime,
+            }),
           });
       }
       return counts;

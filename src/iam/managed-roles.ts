@@ -5,6 +5,7 @@ import { sql } from "drizzle-orm";
 import { Capability, CapabilitySchema } from "../../gen/capabilities/capabilities_pb.js";
 import type { Db } from "../db/client.js";
 import { roles } from "../db/schema/index.js";
+import { updateWhereChanged } from "../kernel/store.js";
 
 /** Every capability whose enum name starts with CAP_<prefix> (e.g. "IAM_GROUPS_" -> create/update/list/delete). */
 function withPrefix(prefix: string): Capability[] {
@@ -81,7 +82,6 @@ export async function ensureManagedRoles(db: Db): Promise<void> {
     .values(managedRoles.map((r) => ({ uid: r.uid, parentUid: null, name: r.name, description: r.description, capabilities: r.capabilities, managed: true })))
     .onConflictDoUpdate({
       target: roles.uid,
-      set: { description: sql`excluded.description`, capabilities: sql`excluded.capabilities`, updateTime: sql`now()` },
-      setWhere: sql`${roles.capabilities} is distinct from excluded.capabilities or ${roles.description} is distinct from excluded.description`,
+      ...updateWhereChanged({ description: roles.description, capabilities: roles.capabilities }, { updateTime: sql`now()` }),
     });
 }

@@ -60,12 +60,19 @@ export async function underParent<T>(parentType: string, parent: string, write: 
  * writing, nor returned) when none of them differs. `also` adds assignments made on a change (update_time).
  */
 export function updateWhereChanged(columns: Record<string, AnyPgColumn>, also: Record<string, SQL> = {}): { set: Record<string, SQL>; setWhere: SQL } {
-  const entries = Object.entries(columns);
-  const excluded = entries.map(([, c]) => sql`excluded.${sql.identifier(c.name)}`);
+  const set = proposedValues(columns);
   return {
-    set: { ...Object.fromEntries(entries.map(([key], i) => [key, excluded[i]!])), ...also },
-    setWhere: sql`(${sql.join(entries.map(([, c]) => sql`${c}`), sql`, `)}) is distinct from (${sql.join(excluded, sql`, `)})`,
+    set: { ...set, ...also },
+    setWhere: sql`(${sql.join(Object.values(columns).map((c) => sql`${c}`), sql`, `)}) is distinct from (${sql.join(Object.values(set), sql`, `)})`,
   };
+}
+
+/**
+ * The `set` of an upsert's conflict action that takes each of `columns` (property name -> column) from the
+ * proposed row: `{ name: excluded.name, ... }` (for rows the caller already knows to differ).
+ */
+export function proposedValues(columns: Record<string, AnyPgColumn>): Record<string, SQL> {
+  return Object.fromEntries(Object.entries(columns).map(([key, c]) => [key, sql`excluded.${sql.identifier(c.name)}`]));
 }
 
 /** The table columns every resource table has (an immutable resource, such as a role mapping, has no update_time). */

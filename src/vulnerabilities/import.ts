@@ -21,7 +21,7 @@ import { basename, join } from "node:path";
 import { count, eq, inArray, sql } from "drizzle-orm";
 import { advisories, advisoryDocuments, advisoryEvents } from "../db/schema/index.js";
 import { canonicalJson } from "../kernel/list/index.js";
-import type { Executor } from "../kernel/store.js";
+import { proposedValues, type Executor } from "../kernel/store.js";
 import { ReviewState } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { AdvisoryDocumentError, parseAdvisoryDocument, type ParsedAdvisory, type ParsedDocument, type Unknown } from "./document.js";
 
@@ -178,16 +178,16 @@ async function writeDocument(db: Executor, doc: ParsedDocument, source: string, 
         .values(advisoryRows.slice(i, i + CHUNK))
         .onConflictDoUpdate({
           target: advisories.uid,
-          set: {
-            aliases: sql`excluded.aliases`,
-            componentName: sql`excluded.component_name`,
-            componentType: sql`excluded.component_type`,
-            componentLocation: sql`excluded.component_location`,
-            latestEventType: sql`excluded.latest_event_type`,
-            createTime: sql`excluded.create_time`,
-            updateTime: sql`excluded.update_time`,
-            search: sql`excluded.search`,
-          },
+          set: proposedValues({
+            aliases: advisories.aliases,
+            componentName: advisories.componentName,
+            componentType: advisories.componentType,
+            componentLocation: advisories.componentLocation,
+            latestEventType: advisories.latestEventType,
+            createTime: advisories.createTime,
+            updateTime: advisories.updateTime,
+            search: advisories.search,
+          }),
         });
     }
     for (let i = 0; i < eventRows.length; i += CHUNK) {
@@ -196,14 +196,14 @@ async function writeDocument(db: Executor, doc: ParsedDocument, source: string, 
         .values(eventRows.slice(i, i + CHUNK))
         .onConflictDoUpdate({
           target: advisoryEvents.uid,
-          set: {
-            time: sql`excluded.time`,
-            type: sql`excluded.type`,
-            data: sql`excluded.data`,
-            author: sql`excluded.author`,
-            reviewer: sql`excluded.reviewer`,
-            reviewState: sql`excluded.review_state`,
-          },
+          set: proposedValues({
+            time: advisoryEvents.time,
+            type: advisoryEvents.type,
+            data: advisoryEvents.data,
+            author: advisoryEvents.author,
+            reviewer: advisoryEvents.reviewer,
+            reviewState: advisoryEvents.reviewState,
+          }),
         });
     }
   });
