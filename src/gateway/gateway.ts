@@ -3,7 +3,7 @@
 // into the method's input message (body, then query, then path variables), and the method is invoked in
 // process with that message through the server's own interceptors (the ones every protocol runs), so every
 // rule holds for REST as for the other protocols. The answer is converted once, message to JSON.
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import {
   create,
@@ -21,8 +21,7 @@ import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
 import { CLIENT_GONE, clientGone, invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
-import { peerContextValues } from "../kernel/peer.js";
-import { requestKey, type RequestRecord } from "../kernel/request.js";
+import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import {
   bearerChallenge,
   errorDomainOf,
@@ -160,15 +159,12 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     record: RequestRecord | undefined,
   ): Promise<{ header: Headers; body: string }> {
     const spec = specs.get(procedureOf(b.method))!;
-    // The headers a call over Connect JSON would carry, as interceptors and handlers see them.
-    const requestHeader = forwardedHeaders(req.headers);
+    // The headers a call over Connect JSON would carry, as interceptors and handlers see them: the client's
+    // but hop-by-hop, host, content and protocol headers.
+    const requestHeader = callHeaders(req.headers, isProtocolHeader);
     requestHeader.set("content-type", "application/json");
     requestHeader.set("connect-protocol-version", "1");
-    const contextValues = peerContextValues(req);
-    if (record) {
-      contextValues.set(requestKey, record);
-      record.values = contextValues;
-    }
+    const contextValues = callContextValues(req, record);
     const result = await invokeInProcess(
       spec,
       { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, controller, requestHeader, contextValues },
@@ -393,17 +389,6 @@ function splitUrl(url: string): { pathname: string; search: string } {
   }
   const q = target.indexOf("?");
   return q < 0 ? { pathname: target, search: "" } : { pathname: target.slice(0, q), search: target.slice(q + 1) };
-}
-
-/** The request headers the call sees: all but hop-by-hop, host, content and protocol headers. */
-function forwardedHeaders(headers: IncomingHttpHeaders): Headers {
-  const out = new Headers();
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || isProtocolHeader(name)) continue;
-    if (Array.isArray(value)) for (const v of value) out.append(name, v);
-    else out.append(name, value);
-  }
-  return out;
 }
 
 /** Copies the non-protocol headers a method set onto the REST response. */

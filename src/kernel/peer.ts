@@ -1,6 +1,5 @@
 // The network address of the caller: the TCP peer of the connection a request arrived on, put in the
-// request's context values by the server itself (app.ts for gRPC, gRPC-web and Connect; the REST gateway for
-// its calls). Never read from a header: anything a client sends (X-Forwarded-For, Forwarded) is the client's
+// request's context values by the server itself (request.ts callContextValues, for a call on any protocol). Never read from a header: anything a client sends (X-Forwarded-For, Forwarded) is the client's
 // word. Behind a proxy or load balancer this is the proxy's address.
 import { createContextKey, createContextValues, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 

@@ -6,6 +6,7 @@
 // log line and the request's metrics.
 import { randomUUID } from "node:crypto";
 import { createContextKey, type Code, type ContextValues } from "@connectrpc/connect";
+import { peerContextValues } from "./peer.js";
 
 /** The wire protocols of the API, as metrics and access lines name them. */
 export type Protocol = "grpc" | "grpc-web" | "connect" | "rest";
@@ -51,4 +52,33 @@ export function requestIdFrom(header: string | string[] | undefined): string {
   const given = Array.isArray(header) ? header[0] : header;
   if (given !== undefined && given.length > 0 && given.length <= MAX_REQUEST_ID_CHARS && SAFE_REQUEST_ID.test(given)) return given;
   return randomUUID();
+}
+
+/**
+ * The context values of a call: the peer address, and the request's record (when it has one) linked both
+ * ways, so the layers of the call find the record and the access line finds the call's principal.
+ */
+export function callContextValues(req: Parameters<typeof peerContextValues>[0], record: RequestRecord | undefined): ContextValues {
+  const values = peerContextValues(req);
+  if (record) {
+    values.set(requestKey, record);
+    record.values = values;
+  }
+  return values;
+}
+
+/**
+ * A Node request's headers as the call sees them (Headers, repeated ones appended), without those `skip`
+ * names; HTTP/2 pseudo-headers (":path") are never included.
+ */
+export function callHeaders(raw: Record<string, string | string[] | undefined>, skip?: (name: string) => boolean): Headers {
+  const out = new Headers();
+  for (const name in raw) {
+    if (name.charCodeAt(0) === 58 /* ":" */ || skip?.(name)) continue;
+    const value = raw[name];
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) out.append(name, v);
+    else out.append(name, value);
+  }
+  return out;
 }

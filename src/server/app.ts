@@ -19,7 +19,6 @@ import { createOidcRoutes } from "./oidc-routes.js";
 import { createDocsRoutes } from "./docs-routes.js";
 import { createScimRoutes } from "../iam/scim.routes.js";
 import { log } from "../kernel/log.js";
-import { peerContextValues } from "../kernel/peer.js";
 import type { RateLimits } from "../kernel/rate-limit.js";
 import { DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS, DEFAULT_LIMITS, DEFAULT_TERMS, type TermsSettings } from "../config.js";
 import { createTermsGate } from "../kernel/terms-gate.js";
@@ -46,7 +45,7 @@ import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
 import { createDeadline, withClientTimeoutCap } from "./deadline.js";
 import { withCors } from "./cors.js";
-import { requestKey, type Protocol } from "../kernel/request.js";
+import { callContextValues, type Protocol } from "../kernel/request.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { createObserver, isClientGone } from "./observe.js";
 import { createMetricsRoute } from "./metrics-route.js";
@@ -293,10 +292,7 @@ export function createApp(deps: AppDeps): App {
       const record = observer.begin(req, res, rpcProtocolOf(req.headers["content-type"]), rpc.service, rpc.method);
       // Connect's handler for the protocol; `body` when the gRPC unary path read the request and passed it on.
       const viaConnect = (body?: AsyncIterable<Uint8Array>) => {
-        const values = peerContextValues(req);
-        values.set(requestKey, record);
-        record.values = values;
-        const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
+        const uReq = universalRequestFromNodeRequest(req, res, undefined, callContextValues(req, record));
         rpc
           .handler(body ? { ...uReq, body } : uReq)
           .then((uRes) => universalResponseToNodeResponse(uRes, res))

@@ -53,6 +53,12 @@ function abortReason(reason: unknown): ConnectError {
 const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
 
+/** A grpc-timeout header's value in ms (the gRPC protocol's form: up to 8 digits and a unit); undefined when malformed. */
+export function grpcTimeoutMs(value: string): number | undefined {
+  const match = GRPC_TIMEOUT.exec(value);
+  return match ? Number(match[1]) * GRPC_UNIT_MS[match[2]!]! : undefined;
+}
+
 /**
  * Caps the timeout a client asks for (grpc-timeout for gRPC and gRPC-web, connect-timeout-ms for Connect) to
  * the server's deadline: one at least as long is removed from the request headers before Connect reads them,
@@ -62,8 +68,8 @@ const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000
 export function withClientTimeoutCap(handler: UniversalHandler, maxMs: number): UniversalHandler {
   const wrapped = (req: UniversalServerRequest) => {
     const grpc = req.header.get("grpc-timeout");
-    const match = grpc === null ? null : GRPC_TIMEOUT.exec(grpc);
-    if (match && Number(match[1]) * GRPC_UNIT_MS[match[2]!]! >= maxMs) req.header.delete("grpc-timeout");
+    const ms = grpc === null ? undefined : grpcTimeoutMs(grpc);
+    if (ms !== undefined && ms >= maxMs) req.header.delete("grpc-timeout");
     const connect = req.header.get("connect-timeout-ms");
     if (connect !== null && /^\d{1,10}$/.test(connect) && Number(connect) >= maxMs) req.header.delete("connect-timeout-ms");
     return handler(req);

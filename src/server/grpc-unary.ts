@@ -16,17 +16,15 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { errorDomainOf } from "../kernel/errors/index.js";
 import { createBinaryEncoder } from "../kernel/binary.js";
 import { CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
-import { peerContextValues } from "../kernel/peer.js";
-import { requestKey, type RequestRecord } from "../kernel/request.js";
+import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import { log } from "../kernel/log.js";
+import { grpcTimeoutMs } from "./deadline.js";
 import { isClientGone } from "./observe.js";
 import { encodeGrpcMessage, publicError } from "./protocol-errors.js";
 
 const http2constants = http2.constants;
 
 const CONTENT_TYPE = /^application\/grpc(\+proto)?$/i;
-const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
-const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
 const RESPONSE_CONTENT_TYPE = "application/grpc+proto";
 
 
@@ -54,10 +52,8 @@ export interface GrpcUnary {
 /** The client's grpc-timeout in ms: undefined for none (or one the server's deadline covers), NaN for a malformed one. */
 function clientTimeoutMs(value: string | string[] | undefined, maxMs: number): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== "string") return NaN;
-  const match = GRPC_TIMEOUT.exec(value);
-  if (!match) return NaN;
-  const ms = Number(match[1]) * GRPC_UNIT_MS[match[2]!]!;
+  const ms = typeof value === "string" ? grpcTimeoutMs(value) : undefined;
+  if (ms === undefined) return NaN;
   return ms >= maxMs ? undefined : ms;
 }
 
@@ -110,19 +106,6 @@ function soleMessage(body: Buffer): Buffer | undefined {
   return body.readUInt32BE(1) === body.byteLength - 5 ? body.subarray(5) : undefined;
 }
 
-/** Request headers as a call sees them: everything but HTTP/2's pseudo-headers. */
-function requestHeaders(raw: http2.IncomingHttpHeaders): Headers {
-  const out = new Headers();
-  for (const name in raw) {
-    if (name.charCodeAt(0) === 58 /* ":" */) continue;
-    const value = raw[name];
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) out.append(name, v);
-    else out.append(name, value);
-  }
-  return out;
-}
-
 function headerObject(headers: Headers): Record<string, string> {
   const out: Record<string, string> = {};
   headers.forEach((value, name) => {
@@ -164,9 +147,7 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
       if (!res.writableEnded && !controller.signal.aborted) controller.abort(CLIENT_GONE);
     };
     res.once("close", onClose);
-    const values = peerContextValues(req);
-    values.set(requestKey, record);
-    record.values = values;
+    const values = callContextValues(req, record);
     try {
       const result = await invokeInProcess(
         spec,
@@ -176,7 +157,7 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
           requestMethod: "POST",
           url: `http://${req.headers[":authority"] ?? "localhost"}${req.url}`,
           controller,
-          requestHeader: requestHeaders(req.headers),
+          requestHeader: callHeaders(req.headers),
           contextValues: values,
           timeoutMs: clientTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs),
           responseHeader: { "content-type": RESPONSE_CONTENT_TYPE },
