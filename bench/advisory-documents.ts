@@ -27,7 +27,7 @@ import { createSecurityAdvisoryStore } from "../src/advisory/security-advisory.s
 import { openPostgres } from "../src/db/client.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { withScratchDatabase } from "./database.js";
-import { grpcMessageSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
+import { grpcMessageSender, http1Sender, measure, sqlSender, textTable, type Result, type Send } from "./load.js";
 import { startApiServer } from "./processes.js";
 
 const LIST_DOCUMENTS = "/chainguard.platform.advisory.v2.SecurityAdvisoryService/ListDocuments";
@@ -98,9 +98,7 @@ function printTable(rows: Row[]): string {
     return [r.name, r.result.rps.toFixed(0), r.result.p50.toFixed(2), r.result.p99.toFixed(2), base ? (r.result.p50 / base.p50).toFixed(2) : "", String(r.result.errors)];
   });
   const head = ["target", "req/s", "p50 ms", "p99 ms", "p50 x raw SQL", "errors"];
-  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
-  return [line(head), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n");
+  return textTable(head, cells);
 }
 
 export async function benchAdvisoryDocuments(opts: AdvisoryDocumentsBenchOptions): Promise<void> {

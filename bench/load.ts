@@ -157,7 +157,12 @@ export function table(results: Result[], baseline: Result): string {
     String(r.errors),
   ]);
   const head = ["target", "req/s", "p50 ms", "p99 ms", ...labels.map((l) => `${l} CPU ms/req`), `x ${baseline.name}`, "errors"];
+  return textTable(head, rows);
+}
+
+/** A plain-text table: the first column left-aligned, the others right-aligned, a rule under the head. */
+export function textTable(head: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   return [line(head), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
 }

@@ -47,7 +47,7 @@ import { listFilterOf, tagList } from "../src/registry/tags.service.js";
 import { createTagStore } from "../src/registry/tags.store.js";
 import { BENCH_APPLICATION, backendsCpu, processCpu, selfCpu, type CpuMeter } from "./cpu.js";
 import { withScratchDatabase } from "./database.js";
-import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, type Result, type Send } from "./load.js";
+import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, textTable, type Result, type Send } from "./load.js";
 import { PEER_APPLICATION } from "./peer-reads.js";
 import { startApiServer, startBareServer, startScript } from "./processes.js";
 
@@ -246,9 +246,7 @@ function printTable(rows: Row[], ping: Result | undefined): string {
     ];
   });
   const head = ["target", "req/s", "p50 ms", "p99 ms", ...CPU_LABELS.map((l) => `${l} CPU ms/req`), "server CPU x Ping", "x baseline", "errors"];
-  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join("  ");
-  return [line(head), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n");
+  return textTable(head, cells);
 }
 
 export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
