@@ -7,6 +7,7 @@ import type { Db } from "../db/client.js";
 import { identities, roleBindings, roles } from "../db/schema/index.js";
 import type { AssumableIdentity, IdentityDirectory } from "../kernel/auth/directory.js";
 import { log } from "../kernel/log.js";
+import { hotStatement } from "../kernel/prepared-rows.js";
 import { relationshipOf } from "./identities.mapper.js";
 
 function assumable(row: { uid: string; parentUid: string | null; relationship: Record<string, unknown> }): AssumableIdentity {
@@ -19,13 +20,15 @@ function assumable(row: { uid: string; parentUid: string | null; relationship: R
 export function createIdentityDirectory(db: Db): IdentityDirectory {
   // The identity and its bindings read together: one row per binding (one with null binding columns when it
   // has none), none when the identity does not exist.
-  const grantsQuery = db
-    .select({ parentUid: identities.parentUid, active: identities.active, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
-    .from(identities)
-    .leftJoin(roleBindings, eq(roleBindings.identityUid, identities.uid))
-    .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
-    .where(eq(identities.uid, sql.placeholder("uid")))
-    .prepare("auth_identity_grants");
+  const grantsQuery = hotStatement(
+    db
+      .select({ parentUid: identities.parentUid, active: identities.active, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
+      .from(identities)
+      .leftJoin(roleBindings, eq(roleBindings.identityUid, identities.uid))
+      .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
+      .where(eq(identities.uid, sql.placeholder("uid")))
+      .prepare("auth_identity_grants"),
+  );
   const assumableColumns = { uid: identities.uid, parentUid: identities.parentUid, relationship: identities.relationship };
 
   return {

@@ -7,7 +7,16 @@
 // mapFromDriverValue, so rows are exactly what Drizzle would return. The mapper is installed through the
 // prepared query's `customResultMapper`, the hook Drizzle's relational queries use (not a documented option:
 // the tests of every store that uses it run on both drivers, postgres.js and PGlite).
-import { Column, is, SQL } from "drizzle-orm";
+//
+// On postgres.js, a hot statement also runs as a named statement of each connection (hotStatement). Drizzle
+// sends its prepared queries through the driver's `unsafe` unnamed, so PostgreSQL parses, analyses and plans
+// the statement again on every call: for an index lookup of a few rows, that was most of the database's time
+// (bench/README.md, Advisories). Named, the connection keeps the parsed statement and PostgreSQL its plan
+// cache: the first five runs get a plan for their values, later ones the cached generic plan when it is
+// estimated no worse. Where a generic plan can be far worse than one made for the values (a trigram search
+// whose selectivity depends on the pattern), the statement is kept planned per call (`planEachCall`).
+import { Column, entityKind, fillPlaceholders, is, SQL } from "drizzle-orm";
+import * as drizzleUtils from "drizzle-orm/utils";
 
 interface FieldEntry {
   path: string[];
@@ -22,7 +31,20 @@ interface PreparedInternals {
   fields?: FieldEntry[];
   joinsNotNullableMap?: Record<string, boolean>;
   customResultMapper?: (rows: unknown[][]) => unknown;
+  execute(values?: Record<string, unknown>): Promise<unknown>;
 }
+
+/** What a postgres.js prepared query of Drizzle holds (PostgresJsPreparedQuery, drizzle-orm 0.45). */
+interface PostgresJsInternals extends PreparedInternals {
+  client: { unsafe(query: string, params: unknown[], options: { prepare: boolean }): { values(): Promise<unknown[][]> } };
+  queryString: string;
+  params: unknown[];
+}
+
+// Drizzle's own row mapping, for selections the compiled mapper does not take (joins); internal to Drizzle.
+const { mapResultRow } = drizzleUtils as unknown as {
+  mapResultRow(fields: FieldEntry[], row: unknown[], joins: Record<string, boolean> | undefined): Record<string, unknown>;
+};
 
 function decoderOf(field: unknown): Decoder {
   if (is(field, Column)) return field as unknown as Decoder;
@@ -62,10 +84,40 @@ export function compileRowMapper(fields: readonly FieldEntry[]): (rows: unknown[
  * Installs the compiled mapper on a prepared select of one table (no joins: a join's nullable side needs
  * Drizzle's own mapping) and returns it; a query that is not such a select is returned unchanged.
  */
-export function withCompiledRows<P>(prepared: P): P {
+function withCompiledRows<P>(prepared: P): P {
   const q = prepared as unknown as PreparedInternals;
   const joins = q.joinsNotNullableMap ? Object.keys(q.joinsNotNullableMap).length : 0;
   if (!q.fields || joins > 1 || q.customResultMapper) return prepared;
   q.customResultMapper = compileRowMapper(q.fields);
+  return prepared;
+}
+
+function isPostgresJs(q: PreparedInternals): q is PostgresJsInternals {
+  const kind = (q.constructor as { [entityKind]?: string })[entityKind];
+  const c = q as Partial<PostgresJsInternals>;
+  return kind === "PostgresJsPreparedQuery" && typeof c.client?.unsafe === "function" && typeof c.queryString === "string" && Array.isArray(c.params);
+}
+
+export interface HotStatementOptions {
+  /**
+   * Plan the statement for each call's values (Drizzle's unnamed statement) instead of letting PostgreSQL
+   * cache a generic plan: for statements whose best plan depends on the values, e.g. a pattern search.
+   */
+  planEachCall?: boolean;
+}
+
+/**
+ * A prepared select made hot: rows mapped by the compiled mapper (withCompiledRows) and, on postgres.js, run
+ * as a named statement of each connection (see the top of this file). The rows are those Drizzle's execute
+ * gives; on other drivers (PGlite) only the mapper changes. A client made with `prepare: false` (e.g. behind
+ * a transaction-mode pooler) keeps its statements unnamed: postgres.js honours the client's setting first.
+ */
+export function hotStatement<P>(prepared: P, opts: HotStatementOptions = {}): P {
+  withCompiledRows(prepared);
+  const q = prepared as unknown as PreparedInternals;
+  if (opts.planEachCall || !q.fields || !isPostgresJs(q)) return prepared;
+  const { client, queryString, params, fields, joinsNotNullableMap } = q;
+  const map = q.customResultMapper ?? ((rows: unknown[][]) => rows.map((row) => mapResultRow(fields, row, joinsNotNullableMap)));
+  q.execute = async (values = {}) => map(await client.unsafe(queryString, fillPlaceholders(params, values), { prepare: true }).values());
   return prepared;
 }

@@ -22,7 +22,7 @@ import type { ConnectError } from "@connectrpc/connect";
 import { failedPrecondition, isMissingReference, isStillReferenced, isUniqueViolation, notFound, type PreconditionViolation } from "./errors/index.js";
 import type { AnyPgDatabase } from "./list/keyset.js";
 import { newChildUid } from "./uidp.js";
-import { withCompiledRows } from "./prepared-rows.js";
+import { hotStatement } from "./prepared-rows.js";
 
 /** What a store is made over: a Drizzle database of either driver, or a transaction of one. */
 export type Executor = AnyPgDatabase;
@@ -136,7 +136,7 @@ export function resourceStore<
   // The point read of every Get, prepared on first use (its query built once per executor, not per call).
   let findStatement: { execute(values: { uid: string }): Promise<unknown[]> } | undefined;
   const find = async (uid: string): Promise<Row | undefined> => {
-    findStatement ??= withCompiledRows(db.select(columns).from(table).where(eq(table.uid, sql.placeholder("uid"))).prepare(`find_${spec.type}`));
+    findStatement ??= hotStatement(db.select(columns).from(table).where(eq(table.uid, sql.placeholder("uid"))).prepare(`find_${spec.type}`));
     const [row] = await findStatement.execute({ uid });
     return row as Row | undefined;
   };

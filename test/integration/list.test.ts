@@ -18,6 +18,7 @@ import {
   type AnyPgDatabase,
   type ListRequestFields,
 } from "../../src/kernel/list/index.js";
+import { scopePredicate, scopePredicateOver, scopeValues } from "../../src/kernel/auth/scope-sql.js";
 import { matchesUidp, uidpCanonical, uidpPredicate } from "../../src/kernel/uidp.js";
 
 const items = pgTable("list_items", {
@@ -307,6 +308,19 @@ describe.each(backends)("listPage on $name", (backend) => {
     expect(uids).toEqual(expected);
     expect(totals).toEqual([BigInt(expected.length)]);
     expect(countedOnPages).toEqual([0]);
+  });
+
+  it("the scope predicate over named values (a uid range) selects what the one over literals (like) selects", async () => {
+    const scopeSets = [[R1], [`${R1}/ab_c`], [`${R1}/00000000000000a1`], [R2, `${R1}/abxc`], [`${R1}/00000000000000a`], [`${R1}/ab%c`], ["1"]];
+    for (const scopes of scopeSets) {
+      const values = scopeValues(scopes);
+      const select = (where: SQL) => db.select({ uid: items.uid }).from(items).where(where).orderBy(items.uid);
+      const overLiterals = (await select(scopePredicate(items.uid, scopes))).map((r) => r.uid);
+      const overValues = (await select(scopePredicateOver(items.uid, scopes.length, (name) => sql`${values[name]}`))).map((r) => r.uid);
+      const expected = data.filter((r) => scopes.some((s) => r.uid === s || r.uid.startsWith(`${s}/`))).map((r) => r.uid).sort(cmpText);
+      expect(overLiterals, scopes.join()).toEqual(expected);
+      expect(overValues, scopes.join()).toEqual(expected);
+    }
   });
 
   it("changing the filters with a token is INVALID_ARGUMENT on page_token", async () => {

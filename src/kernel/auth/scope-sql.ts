@@ -12,12 +12,16 @@ export function scopePredicate(uid: AnyPgColumn | SQL, scopes: readonly string[]
 }
 
 /**
- * The same predicate over named values (prepared statements: kernel/list/prepared.ts): `param("scope_<i>")`
- * and `param("scope_like_<i>")` for each of `count` scopes; scopeValues gives their values.
+ * The same predicate over named values (prepared statements: kernel/list/prepared.ts): `param("scope_<i>")`,
+ * `param("scope_lo_<i>")` and `param("scope_hi_<i>")` for each of `count` scopes; scopeValues gives their
+ * values. "Beneath" is written as a range, `<scope>/` <= uid < `<scope>0` (uids are text COLLATE "C", where
+ * '0' follows '/': exactly the uids that begin with `<scope>/`), not as `like`: PostgreSQL turns a `like`
+ * prefix into an index range only when it sees the pattern, which a cached generic plan of a named statement
+ * does not (kernel/prepared-rows.ts); a range over parameters is an index range in every plan.
  */
 export function scopePredicateOver(uid: AnyPgColumn | SQL, count: number, param: (name: string) => unknown): SQL {
   if (count === 0) return sql`false`;
-  const parts = Array.from({ length: count }, (_, i) => sql`(${uid} = ${param(`scope_${i}`)} or ${uid} like ${param(`scope_like_${i}`)})`);
+  const parts = Array.from({ length: count }, (_, i) => sql`(${uid} = ${param(`scope_${i}`)} or (${uid} >= ${param(`scope_lo_${i}`)} and ${uid} < ${param(`scope_hi_${i}`)}))`);
   return sql`(${sql.join(parts, sql` or `)})`;
 }
 
@@ -26,7 +30,8 @@ export function scopeValues(scopes: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   scopes.forEach((s, i) => {
     out[`scope_${i}`] = s;
-    out[`scope_like_${i}`] = escapeLike(s) + "/%";
+    out[`scope_lo_${i}`] = `${s}/`;
+    out[`scope_hi_${i}`] = `${s}0`;
   });
   return out;
 }

@@ -15,7 +15,7 @@ import type { PgTable } from "drizzle-orm/pg-core";
 import { completePage, keysetOrderBy, keysetPredicate, pageColumns, readTotal, type AnyPgDatabase, type ListPage, type OrderColumns } from "./keyset.js";
 import { orderText } from "./order-by.js";
 import type { ListPlan } from "./plan.js";
-import { withCompiledRows } from "../prepared-rows.js";
+import { hotStatement } from "../prepared-rows.js";
 
 /** A named value of the statement: a placeholder when preparing, the value itself when a statement is built for once. */
 export type Param = (name: string) => SQL | SQL.Aliased | ReturnType<typeof sql.placeholder>;
@@ -29,6 +29,11 @@ export interface PreparedListQuery {
   total: (p: Param) => SQL;
   /** The named values `where` and `total` use. */
   values: Record<string, unknown>;
+  /**
+   * Plan this shape's statement for each call's values instead of letting PostgreSQL cache a generic plan
+   * (kernel/prepared-rows.ts, hotStatement): for filters whose best plan depends on the value, e.g. a pattern.
+   */
+  planEachCall?: boolean;
 }
 
 export interface PreparedListOptions<T extends PgTable> {
@@ -70,7 +75,7 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
       .limit(sql.placeholder("list_limit"))
       .offset(sql.placeholder("list_skip"))
       .prepare(`${opts.name}_list_${statements.size}`);
-    withCompiledRows(statement);
+    hotStatement(statement, { planEachCall: q.planEachCall });
     if (statements.size >= max) statements.delete(statements.keys().next().value!);
     statements.set(key, statement);
     return statement;
@@ -80,7 +85,7 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
     /** The plan's page (see keysetPage: one statement; an empty page that needs a total counts in a second). */
     async page(plan: ListPlan, q: PreparedListQuery): Promise<ListPage<Row>> {
       const nulls = plan.cursor ? plan.cursor.map((v) => (v === null ? "n" : "v")).join("") : "-";
-      const key = `${q.shape}|${orderText(plan.order)}|${nulls}|${plan.total === undefined ? "total" : ""}`;
+      const key = `${q.shape}|${q.planEachCall ? "planned|" : ""}${orderText(plan.order)}|${nulls}|${plan.total === undefined ? "total" : ""}`;
       const statement = statements.get(key) ?? prepare(key, plan, q);
       const values: Record<string, unknown> = { ...q.values, list_limit: plan.limit + 1, list_skip: plan.skip };
       if (plan.cursor) plan.cursor.forEach((v, i) => v !== null && (values[`list_k${i}`] = v));

@@ -1,0 +1,82 @@
+// Hot statements (kernel/prepared-rows.ts) against a real database: the rows are those Drizzle's own execute
+// gives (a one-table select through the compiled mapper, a join through Drizzle's mapping), and on PostgreSQL
+// the statement runs as a named statement of the connection (it is in pg_prepared_statements once it ran),
+// except when it is planned per call. On PGlite only the rows are checked.
+import { eq, sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { groups, identities, roleBindings, roles } from "../../src/db/schema/index.js";
+import { hotStatement } from "../../src/kernel/prepared-rows.js";
+import { openTestDatabase, type TestDatabase } from "../support/database.js";
+
+const ROOT = "a".repeat(40);
+let database: TestDatabase;
+
+beforeAll(async () => {
+  // One connection, so the statements this test prepares are those pg_prepared_statements shows.
+  database = await openTestDatabase({ max: 1 });
+  const { db } = database;
+  await db.insert(groups).values([
+    { uid: ROOT, parentUid: null, name: "root", description: "", verified: false },
+    { uid: `${ROOT}/0000000000000001`, parentUid: ROOT, name: "child", description: "d", verified: true },
+  ] as (typeof groups.$inferInsert)[]);
+  // Two identities, one bound to a role and one bound to nothing (the join's null side).
+  const relationship = { claimMatch: { issuer: "https://issuer.example", subject: "s" } };
+  await db.insert(identities).values([
+    { uid: `${ROOT}/00000000000000a1`, parentUid: ROOT, name: "bound", relationship, relationshipType: 1 },
+    { uid: `${ROOT}/00000000000000a2`, parentUid: ROOT, name: "unbound", relationship, relationshipType: 1 },
+  ]);
+  await db.insert(roles).values({ uid: `${ROOT}/00000000000000b1`, parentUid: ROOT, name: "r", capabilities: [1, 2] });
+  await db.insert(roleBindings).values({ uid: `${ROOT}/00000000000000c1`, groupUid: ROOT, identityUid: `${ROOT}/00000000000000a1`, roleUid: `${ROOT}/00000000000000b1` });
+}, 60_000);
+
+afterAll(async () => database?.dispose());
+
+/** The statements the pool's one connection holds, by their text. */
+async function namedStatements(): Promise<string[]> {
+  const rows = (await database.db.execute(sql`select statement from pg_prepared_statements`)) as unknown as { statement: string }[];
+  return rows.map((r) => r.statement);
+}
+
+describe("hot statements", () => {
+  it("give Drizzle's rows for a one-table select, and run named on PostgreSQL", async () => {
+    const { db } = database;
+    const select = () => db.select().from(groups).where(eq(groups.parentUid, sql.placeholder("parent")));
+    const plain = select().prepare("plain_groups");
+    const hot = hotStatement(select().prepare("hot_groups"));
+    for (let i = 0; i < 7; i++) expect(await hot.execute({ parent: ROOT })).toEqual(await plain.execute({ parent: ROOT }));
+    const [child] = await hot.execute({ parent: ROOT });
+    expect(child!.name).toBe("child");
+    expect(child!.createTime).toBeInstanceOf(Date);
+    expect(await hot.execute({ parent: "none" })).toEqual([]);
+    if (database.kind === "postgres") {
+      const text = select().toSQL().sql;
+      expect((await namedStatements()).filter((s) => s === text)).toHaveLength(1);
+    }
+  });
+
+  it("give Drizzle's rows for a join (mapped by Drizzle, nullable sides and all)", async () => {
+    const { db } = database;
+    const select = () =>
+      db
+        .select({ uid: identities.uid, groupUid: roleBindings.groupUid, capabilities: roles.capabilities })
+        .from(identities)
+        .leftJoin(roleBindings, eq(roleBindings.identityUid, identities.uid))
+        .leftJoin(roles, eq(roles.uid, roleBindings.roleUid))
+        .where(eq(identities.parentUid, sql.placeholder("parent")));
+    const hot = hotStatement(select().prepare("hot_join"));
+    const rows = await hot.execute({ parent: ROOT });
+    expect(rows).toEqual(await select().prepare("plain_join").execute({ parent: ROOT }));
+    expect(rows).toHaveLength(2);
+    expect(rows).toContainEqual({ uid: `${ROOT}/00000000000000a2`, groupUid: null, capabilities: null });
+    expect(rows).toContainEqual({ uid: `${ROOT}/00000000000000a1`, groupUid: ROOT, capabilities: [1, 2] });
+    if (database.kind === "postgres") expect(await namedStatements()).toContain(select().toSQL().sql);
+  });
+
+  it("stay unnamed when planned per call", async () => {
+    const { db } = database;
+    const select = () => db.select({ name: groups.name }).from(groups).where(sql`${groups.name} ilike ${sql.placeholder("pattern")}`);
+    const hot = hotStatement(select().prepare("hot_pattern"), { planEachCall: true });
+    expect(await hot.execute({ pattern: "%hil%" })).toEqual([{ name: "child" }]);
+    if (database.kind === "postgres") expect(await namedStatements()).not.toContain(select().toSQL().sql);
+  });
+});
