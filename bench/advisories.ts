@@ -84,7 +84,7 @@ export function generateFiles(dir: string, files: number): { advisories: number;
 }
 
 /** 300,000 advisories (10,000 packages), 500,000 events, 100,000 OSV records, set-based. */
-async function generateRows(sqlc: postgres.Sql, n: number): Promise<void> {
+export async function generateRows(sqlc: postgres.Sql, n: number): Promise<void> {
   const indexes = await sqlc<{ name: string; def: string }[]>`
     select indexname as name, indexdef as def from pg_indexes
     where schemaname = 'public' and tablename in ('advisories', 'advisory_events') and indexname not like '%_pkey'`;
@@ -176,7 +176,14 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
 
       const { auth } = await ownedOrganization(database.db, ISSUER, 3600);
       const api = await startApiServer({ DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { quiet: true });
+      // BENCH_BEFORE_ROOT names another checkout (the code before a change): its server runs on the same
+      // database, and each case is measured on it too, right after this server, as "before".
+      const beforeRoot = process.env.BENCH_BEFORE_ROOT;
+      const before = beforeRoot
+        ? await startApiServer({ DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { quiet: true, root: beforeRoot })
+        : undefined;
       cleanups.push(() => api.stop());
+      if (before) cleanups.push(() => before.stop());
 
       const one = "pkg-42:" + (await sqlc<{ id: string }[]>`select advisory_id as id from advisories where package = 'pkg-42' limit 1`)[0]!.id.toString();
       const oneId = one.slice(one.indexOf(":") + 1);
@@ -236,10 +243,17 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
         const cpuPer = ((cpuSecondsOf(api.serverPid) - cpuBefore) / (server.requests + Math.round((server.rps * loadOpts.warmupSeconds)))) * 1000;
         const ratio = server.p50 / raw.p50;
         worst = Math.max(worst, ratio);
+        let beforeText = "";
+        if (before) {
+          const cpu0 = cpuSecondsOf(before.serverPid);
+          const b: Result = await measure(`before: ${c.name}`, grpcMessageSender(before.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), loadOpts);
+          const bCpu = ((cpuSecondsOf(before.serverPid) - cpu0) / (b.requests + Math.round(b.rps * loadOpts.warmupSeconds))) * 1000;
+          beforeText = `  before: p50 ${b.p50.toFixed(2)} ms, ~${bCpu.toFixed(2)} ms CPU/req, x raw ${(b.p50 / raw.p50).toFixed(2)}`;
+        }
         const line =
           `${c.name.padEnd(34)} rows ${String(body.advisories?.length ?? 0).padStart(2)} total ${String(body.totalCount ?? 0).padStart(6)}  ` +
           `raw p50 ${raw.p50.toFixed(2).padStart(7)} ms  server p50 ${server.p50.toFixed(2).padStart(7)} ms (${server.rps.toFixed(0).padStart(5)} req/s, ~${cpuPer.toFixed(2)} ms CPU/req)  ` +
-          `x raw ${ratio.toFixed(2)}${same ? "" : "  ANSWER DIFFERS FROM RAW SQL"}${server.errors ? `  ${server.errors} errors` : ""}`;
+          `x raw ${ratio.toFixed(2)}${same ? "" : "  ANSWER DIFFERS FROM RAW SQL"}${server.errors ? `  ${server.errors} errors` : ""}${beforeText}`;
         lines.push(line);
         say(`  ${line}`);
       }

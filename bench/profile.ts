@@ -1,9 +1,10 @@
-// Where the server's CPU goes for one kind of call: the registry's data (bench/registry.ts's seed) on a
+// Where the server's CPU goes for one kind of call: the registry's data (bench/registry.ts's seed) and 30,000
+// generated advisories (bench/advisories.ts's) on a
 // scratch PostgreSQL database, the server under `node --cpu-prof`, loaded with one call at a time per target
 // (16 clients), and its profile summarised: self time by package (node_modules/<package>, the server's own
 // src/<dir>, node's internals, V8's garbage collector on the main thread) and the top functions.
 //
-//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16]
+//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--only advisories]
 //
 // One server process per target, so each profile holds one kind of call. The profiles stay in a temporary
 // directory (printed), to open in Chrome's DevTools or speedscope.
@@ -11,6 +12,7 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
+import { ListAdvisoriesRequestSchema } from "../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { ListTagsRequestSchema } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { openPostgres } from "../src/db/client.js";
@@ -21,6 +23,7 @@ import { withScratchDatabase } from "./database.js";
 import { grpcMessageSender, grpcSender, http1Sender, measure, type Send } from "./load.js";
 import { startApiServer } from "./processes.js";
 import { seed } from "./registry.js";
+import { generateRows } from "./advisories.js";
 
 const ISSUER = "https://bench.registry.invalid";
 const PAGE = 50;
@@ -29,6 +32,8 @@ export interface ProfileOptions {
   tags: number;
   seconds: number;
   concurrency: number;
+  /** Only the targets whose name contains this (case-insensitive). */
+  only?: string;
 }
 
 interface ProfileNode {
@@ -94,6 +99,9 @@ export async function benchProfile(opts: ProfileOptions): Promise<void> {
     const sqlc = postgres(url, { max: 2, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
     try {
       const seeded = await seed(sqlc, database, { tags: opts.tags, seconds: 0, concurrency: 0, keepIndexes: false });
+      // Advisories too (bench/advisories.ts's generated rows), for the index lookups of ListAdvisories.
+      await generateRows(sqlc, 30_000);
+      const [one] = await sqlc<{ id: string }[]>`select advisory_id as id from advisories order by uid limit 1`;
       const keys = await createKeyStore(database.db);
       const { token } = await mintToken(keys, { issuer: ISSUER, subject: seeded.identityUid, audience: ISSUER, ttlSeconds: 3600 });
       const auth = { authorization: `Bearer ${token}` };
@@ -105,8 +113,17 @@ export async function benchProfile(opts: ProfileOptions): Promise<void> {
         ["ListTags page 1 (REST)", (port) => http1Sender(port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repo)}&order_by=uid&page_size=${PAGE}`, undefined, auth)],
         ["GetRepo (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.ReposService/GetRepo", GetRepoRequestSchema, { uid: repo }, auth)],
         ["GetRepo (REST)", (port) => http1Sender(port, "GET", `/registry/v2/repos/${repo}`, undefined, auth)],
+        [
+          "ListAdvisories advisory_ids (1) (gRPC)",
+          (port) => grpcMessageSender(port, "/chainguard.platform.vulnerabilities.v2.AdvisoriesService/ListAdvisories", ListAdvisoriesRequestSchema, { advisoryIds: [one!.id], pageSize: PAGE }, auth),
+        ],
+        [
+          "ListAdvisories artifact_names (1): 30 rows (gRPC)",
+          (port) => grpcMessageSender(port, "/chainguard.platform.vulnerabilities.v2.AdvisoriesService/ListAdvisories", ListAdvisoriesRequestSchema, { artifactNames: ["pkg-42"], pageSize: PAGE }, auth),
+        ],
       ];
-      for (const [name, sender] of targets) {
+      const only = opts.only?.toLowerCase();
+      for (const [name, sender] of targets.filter(([n]) => !only || n.toLowerCase().includes(only))) {
         const dir = mkdtempSync(join(tmpdir(), "bench-profile-"));
         const api = await startApiServer(
           { DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" },

@@ -8,7 +8,8 @@
 //   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
 //   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16]   (PostgreSQL too; the server under
-//     --cpu-prof for Ping, ListTags and GetRepo, its profile summarised by package and function)
+//     --cpu-prof for Ping, ListTags, GetRepo and a ListAdvisories lookup, its profile summarised by package and
+//     function; --only TEXT: the targets whose name contains TEXT)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -23,7 +24,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -43,6 +44,7 @@ try {
       files: { type: "string", default: "1600" },
       "list-advisories": { type: "string", default: "300000" },
       runs: { type: "string", default: "7" },
+      only: { type: "string" },
     },
   });
 } catch (err) {
@@ -97,7 +99,7 @@ const benches: Record<string, () => Promise<void>> = {
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
-  profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16) }),
+  profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it) and the profile.

@@ -98,11 +98,11 @@ export function parseListRequest(request: ListRequestFields, spec: ListSpec, con
   const now = context.now ?? Date.now;
   const lifetime = context.tokenLifetimeMs ?? PAGE_TOKEN_LIFETIME_MS;
 
-  const queryDigest = digestOf(spec.name, canonicalJson(withoutPaging(context.filters)), orderText(order));
-  const scopeDigest = digestOf(canonicalJson(context.scope));
+  // The digests a token binds, computed when a token is read or minted (a page that fits needs neither).
+  let digests: { query: string; scope: string } | undefined;
+  const bound = () => (digests ??= { query: digestOf(spec.name, canonicalJson(withoutPaging(context.filters)), orderText(order)), scope: digestOf(canonicalJson(context.scope)) });
   const tokens: PageTokenMinter = {
-    mint: (keys, total) =>
-      encodePageToken({ query: queryDigest, scope: scopeDigest, issuedAt: now(), total, keys: [...keys] }, context.secret),
+    mint: (keys, total) => encodePageToken({ ...bound(), issuedAt: now(), total, keys: [...keys] }, context.secret),
   };
   const plan: ListPlan = { list: spec.name, limit, order, skip, cursor: undefined, total: undefined, restarted: false, tokens };
 
@@ -110,6 +110,7 @@ export function parseListRequest(request: ListRequestFields, spec: ListSpec, con
   if (token === "") return plan;
   const payload = decodePageToken(token, [context.secret, ...(context.previousSecrets ?? [])]);
   if (now() - payload.issuedAt > lifetime) return { ...plan, restarted: true };
+  const { query: queryDigest, scope: scopeDigest } = bound();
   if (payload.query !== queryDigest) {
     throw invalidArgument({
       field: "page_token",
