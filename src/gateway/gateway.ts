@@ -20,7 +20,7 @@ import {
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
-import { CLIENT_GONE, clientGone, invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
+import { CallControl, CLIENT_GONE, clientGone, invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import {
   bearerChallenge,
@@ -155,7 +155,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     b: Binding,
     message: Message,
     req: IncomingMessage | Http2ServerRequest,
-    controller: AbortController,
+    control: CallControl,
     record: RequestRecord | undefined,
   ): Promise<{ header: Headers; body: string }> {
     const spec = specs.get(procedureOf(b.method))!;
@@ -167,7 +167,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     const contextValues = callContextValues(req, record);
     const result = await invokeInProcess(
       spec,
-      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, controller, requestHeader, contextValues },
+      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, control, requestHeader, contextValues },
       message,
       interceptors,
     );
@@ -201,7 +201,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     return message;
   }
 
-  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, controller: AbortController, record: RequestRecord | undefined): Promise<void> {
+  async function serve(req: IncomingMessage | Http2ServerRequest, res: ResponseLike, control: CallControl, record: RequestRecord | undefined): Promise<void> {
     const verb = (req.method ?? "GET").toUpperCase();
     const { pathname, search } = splitUrl(req.url ?? "/");
     let binding: Binding | undefined;
@@ -217,12 +217,12 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       }
       if (!binding.served) throw unimplemented(`${procedureOf(binding.method)} is not implemented by this server`);
       const message = await buildRequest(binding, result.variables, search, req);
-      const response = await invoke(binding, message, req, controller, record);
+      const response = await invoke(binding, message, req, control, record);
       copyHeaders(res, response.header);
       send(res, 200, response.body);
     } catch (err) {
       // The client went away: there is no one to answer.
-      if (err instanceof BodyAbortedError || clientGone(controller)) return;
+      if (err instanceof BodyAbortedError || clientGone(control)) return;
       // HTTP/1.1: close the connection rather than read the rest of an oversized body.
       if (err instanceof BodyTooLargeError && req.httpVersionMajor === 1) res.setHeader("connection", "close");
       sendError(req, res, gatewayCause(err), binding?.method, record);
@@ -245,13 +245,13 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     routes: table.routes.map((r) => ({ method: r.target.method, verb: r.verb, template: r.template.source })),
     async handle(req, res, record) {
       const out: ResponseLike = res;
-      const controller = new AbortController();
+      const control = new CallControl();
       const onClose = () => {
-        if (!out.writableEnded && !controller.signal.aborted) controller.abort(CLIENT_GONE);
+        if (!out.writableEnded) control.abort(CLIENT_GONE);
       };
       try {
         out.once("close", onClose);
-        await serve(req, out, controller, record);
+        await serve(req, out, control, record);
       } catch (err) {
         // Only reached when writing the error response itself failed: nothing more can be sent.
         lastResort(out, err, serviceDomain, registry);

@@ -6,14 +6,23 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { deadlineExceeded } from "../kernel/errors/index.js";
+import { callControlKey, clientDeadlinePassed } from "../kernel/invoke.js";
 
 /**
  * The deadline interceptor (after the error boundary, before authentication, so the whole call is bounded).
  * Unary calls only: streams (reflection, health watches) live as long as their client keeps them.
  */
 export function createDeadline(timeoutMs: number): Interceptor {
+  const passed = () => deadlineExceeded(`The call did not complete within its deadline of ${timeoutMs} ms`);
   return (next) => async (req) => {
     if (req.stream) return next(req);
+    // A call run in process (gRPC unary path, REST gateway) carries its control: the deadline is armed on it,
+    // and the method raced against the call being cut short (deadline or client gone), with no signal made.
+    const control = req.contextValues.get(callControlKey);
+    if (control) {
+      control.arm(timeoutMs, passed);
+      return await Promise.race([next(req), control.cutShort()]);
+    }
     // One controller aborted by this deadline or by the client's signal (Connect's own timer, or the client
     // going away), with the reason the call answers. (AbortSignal.any would do the same at several times
     // the cost per call: it builds a composite signal with weak references to its sources.)
@@ -25,7 +34,7 @@ export function createDeadline(timeoutMs: number): Interceptor {
       reject?.(reason);
     };
     const onClientAbort = () => abort(abortReason(req.signal.reason));
-    const timeout = setTimeout(() => abort(deadlineExceeded(`The call did not complete within its deadline of ${timeoutMs} ms`)), timeoutMs);
+    const timeout = setTimeout(() => abort(passed()), timeoutMs);
     if (req.signal.aborted) onClientAbort();
     else req.signal.addEventListener("abort", onClientAbort, { once: true });
     try {
@@ -45,7 +54,7 @@ export function createDeadline(timeoutMs: number): Interceptor {
 function abortReason(reason: unknown): ConnectError {
   if (reason instanceof ConnectError) {
     // Connect's own timer for the client's timeout: a structured error like the server's own.
-    return reason.code === Code.DeadlineExceeded ? deadlineExceeded("The call did not complete within the deadline the client set") : reason;
+    return reason.code === Code.DeadlineExceeded ? clientDeadlinePassed() : reason;
   }
   return new ConnectError("The client canceled the call", Code.Canceled);
 }

@@ -15,7 +15,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { errorDomainOf } from "../kernel/errors/index.js";
 import { createBinaryEncoder } from "../kernel/binary.js";
-import { CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
+import { CallControl, CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import { log } from "../kernel/log.js";
 import { grpcTimeoutMs } from "./deadline.js";
@@ -142,9 +142,9 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
     }
     if (!message) return fallback(single(read.bytes));
 
-    const controller = new AbortController();
+    const control = new CallControl();
     const onClose = () => {
-      if (!res.writableEnded && !controller.signal.aborted) controller.abort(CLIENT_GONE);
+      if (!res.writableEnded) control.abort(CLIENT_GONE);
     };
     res.once("close", onClose);
     const values = callContextValues(req, record);
@@ -156,7 +156,7 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
           protocolName: "grpc",
           requestMethod: "POST",
           url: `http://${req.headers[":authority"] ?? "localhost"}${req.url}`,
-          controller,
+          control,
           requestHeader: callHeaders(req.headers),
           contextValues: values,
           timeoutMs: clientTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs),
