@@ -58,7 +58,8 @@ const GET_REPO = "/chainguard.platform.registry.v2.ReposService/GetRepo";
 const PING = "/chainguard.platform.ping.v2.PingService/Ping";
 const PAGE = 50;
 /** Interleaved rounds of the server, its peers and the baselines; each row the median of its rounds. */
-const ROUNDS = 3;
+/** Interleaved rounds by default (--rounds). */
+const DEFAULT_ROUNDS = 3;
 const PING_GRPC = "Ping (gRPC): no database, no credentials";
 const PING_REST = "Ping (REST): no database, no credentials";
 
@@ -68,6 +69,8 @@ export interface RegistryBenchOptions {
   tags: number;
   /** Seed with every index in place instead of dropping the secondary indexes and rebuilding them after. */
   keepIndexes: boolean;
+  /** Interleaved rounds of the repeated rows (default 3): more make the medians steadier on a busy machine. */
+  rounds?: number;
 }
 
 const say = (line: string) => process.stderr.write(line + "\n");
@@ -257,6 +260,7 @@ export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
 
 async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOptions): Promise<void> {
   const loadBefore = loadavg()[0]!;
+  const rounds = opts.rounds ?? DEFAULT_ROUNDS;
   say(`registry benchmark on scratch database ${name} (${opts.tags} tags); load average ${loadBefore.toFixed(2)}`);
   if (loadBefore > 1.5) say("  warning: the machine is busy; the figures will show it");
 
@@ -361,12 +365,12 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
       say(`  measured ${name}: ${result.rps.toFixed(0)} req/s${result.errors ? `, ${result.errors} errors` : ""}, ${cpuSummary(result)}`);
     };
     /**
-     * The targets measured in turn, `ROUNDS` times over (so a slow moment of the machine spreads over all of
+     * The targets measured in turn, `rounds` times over (so a slow moment of the machine spreads over all of
      * them instead of landing on one), each row the median of its rounds, column by column.
      */
     const interleaved = async (targets: readonly [name: string, send: () => Send, versus?: string][], concurrency: number) => {
       const results = new Map<string, Result[]>();
-      for (let round = 1; round <= ROUNDS; round++) {
+      for (let round = 1; round <= rounds; round++) {
         for (const [name, send] of targets) {
           const result = await measure(name, send, { ...load, concurrency, cpu: cpuOf(name) });
           results.set(name, [...(results.get(name) ?? []), result]);
@@ -467,7 +471,7 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     );
     console.log(`seeding: ${seeded.seedSeconds.toFixed(1)}s for ${opts.tags} tags (${opts.keepIndexes ? "indexes in place" : "secondary indexes dropped and rebuilt"})`);
     for (const n of notes) console.log(n);
-    console.log(`\nThe first ${rows.length - 7} rows: medians of ${ROUNDS} interleaved rounds; the last 7 measured once.\n`);
+    console.log(`\nThe first ${rows.length - 7} rows: medians of ${rounds} interleaved rounds; the last 7 measured once.\n`);
     console.log(printTable(rows, get(PING_GRPC)));
     console.log(`\nListTags page ${pageNumber} / page 1: ${(deep.rps / page1.rps).toFixed(2)}x the throughput`);
     console.log("\nGoals (ratios within this run):");

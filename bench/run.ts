@@ -1,6 +1,6 @@
 // Benchmarks (not tests): each prints its figures beside a baseline measured in the same run.
 //   npm run bench -- ping [--seconds 10] [--concurrency 16]
-//   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes]
+//   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes] [--rounds 3]
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 //   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
@@ -24,7 +24,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -45,6 +45,7 @@ try {
       "list-advisories": { type: "string", default: "300000" },
       runs: { type: "string", default: "7" },
       only: { type: "string" },
+      rounds: { type: "string" },
     },
   });
 } catch (err) {
@@ -93,7 +94,8 @@ if (
 
 const benches: Record<string, () => Promise<void>> = {
   ping: () => benchPing({ seconds: seconds(10), concurrency: concurrency(16) }),
-  registry: () => benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"] }),
+  registry: () =>
+    benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"], rounds: values.rounds === undefined ? undefined : Number(values.rounds) }),
   iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
