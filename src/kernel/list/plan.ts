@@ -100,7 +100,11 @@ export function parseListRequest(request: ListRequestFields, spec: ListSpec, con
 
   // The digests a token binds, computed when a token is read or minted (a page that fits needs neither).
   let digests: { query: string; scope: string } | undefined;
-  const bound = () => (digests ??= { query: digestOf(spec.name, canonicalJson(withoutPaging(context.filters)), orderText(order)), scope: digestOf(canonicalJson(context.scope)) });
+  const bound = () =>
+    (digests ??= {
+      query: digestOf(spec.name, canonicalJson(withoutPaging(context.filters)), orderText(order)),
+      scope: digestOf(canonicalJson(context.scope)),
+    });
   const tokens: PageTokenMinter = {
     mint: (keys, total) => encodePageToken({ ...bound(), issuedAt: now(), total, keys: [...keys] }, context.secret),
   };
