@@ -25,7 +25,8 @@ import { setLogLevel } from "../src/kernel/log.js";
 import { importAdvisories } from "../src/vulnerabilities/import.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
 import { grpcMessageSender, measure, sqlSender, type Result } from "./load.js";
-import { cpuSecondsOf, startApiServer } from "./processes.js";
+import { processCpu } from "./cpu.js";
+import { startApiServer } from "./processes.js";
 
 const ISSUER = "https://bench.advisories.invalid";
 const PAGE = 50;
@@ -222,11 +223,12 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
 
       const lines: string[] = [];
       const loadOpts = { seconds: opts.seconds, concurrency: 1, warmupSeconds: Math.max(0.5, opts.seconds / 3) };
+      // The server's CPU per request, over the measured window (bench/cpu.ts).
+      const serverOpts = { ...loadOpts, cpu: [processCpu("server", api.serverPid)] };
       let worst = 0;
       {
-        const cpuBefore = cpuSecondsOf(api.serverPid);
-        const ping: Result = await measure("Ping", grpcMessageSender(api.port, PING, PingRequestSchema, {}, {}), loadOpts);
-        const cpuPer = ((cpuSecondsOf(api.serverPid) - cpuBefore) / (ping.requests + Math.round(ping.rps * loadOpts.warmupSeconds))) * 1000;
+        const ping: Result = await measure("Ping", grpcMessageSender(api.port, PING, PingRequestSchema, {}, {}), serverOpts);
+        const cpuPer = ping.cpu.server!;
         const line = `${"Ping (the floor: no database)".padEnd(34)}                         server p50 ${ping.p50.toFixed(2).padStart(7)} ms (${ping.rps.toFixed(0).padStart(5)} req/s, ~${cpuPer.toFixed(2)} ms CPU/req)`;
         lines.push(line);
         say(`  ${line}`);
@@ -238,17 +240,17 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
         const rawRows = await sqlc`select a.uid, (select count(*) from advisories a where ${c.where(sqlc)})::text as total from advisories a where ${c.where(sqlc)} order by a.uid limit ${PAGE}`;
         const same = res.ok && JSON.stringify((body.advisories ?? []).map((a) => a.uid)) === JSON.stringify(rawRows.map((r) => r.uid)) && (body.totalCount ?? "0") === (rawRows[0]?.total ?? "0");
         const raw: Result = await measure(`raw ${c.name}`, sqlSender(rawPage(c), 1), loadOpts);
-        const cpuBefore = cpuSecondsOf(api.serverPid);
-        const server: Result = await measure(c.name, grpcMessageSender(api.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), loadOpts);
-        const cpuPer = ((cpuSecondsOf(api.serverPid) - cpuBefore) / (server.requests + Math.round((server.rps * loadOpts.warmupSeconds)))) * 1000;
+        const server: Result = await measure(c.name, grpcMessageSender(api.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), serverOpts);
+        const cpuPer = server.cpu.server!;
         const ratio = server.p50 / raw.p50;
         worst = Math.max(worst, ratio);
         let beforeText = "";
         if (before) {
-          const cpu0 = cpuSecondsOf(before.serverPid);
-          const b: Result = await measure(`before: ${c.name}`, grpcMessageSender(before.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), loadOpts);
-          const bCpu = ((cpuSecondsOf(before.serverPid) - cpu0) / (b.requests + Math.round(b.rps * loadOpts.warmupSeconds))) * 1000;
-          beforeText = `  before: p50 ${b.p50.toFixed(2)} ms, ~${bCpu.toFixed(2)} ms CPU/req, x raw ${(b.p50 / raw.p50).toFixed(2)}`;
+          const b: Result = await measure(`before: ${c.name}`, grpcMessageSender(before.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), {
+            ...loadOpts,
+            cpu: [processCpu("server", before.serverPid)],
+          });
+          beforeText = `  before: p50 ${b.p50.toFixed(2)} ms, ~${b.cpu.server!.toFixed(2)} ms CPU/req, x raw ${(b.p50 / raw.p50).toFixed(2)}`;
         }
         const line =
           `${c.name.padEnd(34)} rows ${String(body.advisories?.length ?? 0).padStart(2)} total ${String(body.totalCount ?? 0).padStart(6)}  ` +

@@ -57,8 +57,7 @@ const GET_TAG = "/chainguard.platform.registry.v2.TagsService/GetTag";
 const GET_REPO = "/chainguard.platform.registry.v2.ReposService/GetRepo";
 const PING = "/chainguard.platform.ping.v2.PingService/Ping";
 const PAGE = 50;
-/** Interleaved rounds of the server, its peers and the baselines; each row the median of its rounds. */
-/** Interleaved rounds by default (--rounds). */
+/** Interleaved rounds of the server, its peers and the baselines (--rounds); each row the median of its rounds. */
 const DEFAULT_ROUNDS = 3;
 const PING_GRPC = "Ping (gRPC): no database, no credentials";
 const PING_REST = "Ping (REST): no database, no credentials";
