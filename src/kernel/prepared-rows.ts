@@ -15,7 +15,7 @@
 // cache: the first five runs get a plan for their values, later ones the cached generic plan when it is
 // estimated no worse. Where a generic plan can be far worse than one made for the values (a trigram search
 // whose selectivity depends on the pattern), the statement is kept planned per call (`planEachCall`).
-import { Column, entityKind, fillPlaceholders, is, SQL } from "drizzle-orm";
+import { Column, DrizzleQueryError, entityKind, fillPlaceholders, is, SQL } from "drizzle-orm";
 import * as drizzleUtils from "drizzle-orm/utils";
 
 interface FieldEntry {
@@ -98,7 +98,7 @@ function isPostgresJs(q: PreparedInternals): q is PostgresJsInternals {
   return kind === "PostgresJsPreparedQuery" && typeof c.client?.unsafe === "function" && typeof c.queryString === "string" && Array.isArray(c.params);
 }
 
-export interface HotStatementOptions {
+interface HotStatementOptions {
   /**
    * Plan the statement for each call's values (Drizzle's unnamed statement) instead of letting PostgreSQL
    * cache a generic plan: for statements whose best plan depends on the values, e.g. a pattern search.
@@ -108,8 +108,8 @@ export interface HotStatementOptions {
 
 /**
  * A prepared select made hot: rows mapped by the compiled mapper (withCompiledRows) and, on postgres.js, run
- * as a named statement of each connection (see the top of this file). The rows are those Drizzle's execute
- * gives; on other drivers (PGlite) only the mapper changes. A client made with `prepare: false` (e.g. behind
+ * as a named statement of each connection (see the top of this file). The rows, and a failed query's
+ * DrizzleQueryError, are those Drizzle's execute gives; on other drivers (PGlite) only the mapper changes. A client made with `prepare: false` (e.g. behind
  * a transaction-mode pooler) keeps its statements unnamed: postgres.js honours the client's setting first.
  */
 export function hotStatement<P>(prepared: P, opts: HotStatementOptions = {}): P {
@@ -118,6 +118,16 @@ export function hotStatement<P>(prepared: P, opts: HotStatementOptions = {}): P 
   if (opts.planEachCall || !q.fields || !isPostgresJs(q)) return prepared;
   const { client, queryString, params, fields, joinsNotNullableMap } = q;
   const map = q.customResultMapper ?? ((rows: unknown[][]) => rows.map((row) => mapResultRow(fields, row, joinsNotNullableMap)));
-  q.execute = async (values = {}) => map(await client.unsafe(queryString, fillPlaceholders(params, values), { prepare: true }).values());
+  q.execute = async (values = {}) => {
+    const bound = fillPlaceholders(params, values);
+    let rows: unknown[][];
+    try {
+      rows = await client.unsafe(queryString, bound, { prepare: true }).values();
+    } catch (err) {
+      // As Drizzle's own execute reports a failed query: the driver's error as the cause.
+      throw new DrizzleQueryError(queryString, bound, err as Error);
+    }
+    return map(rows);
+  };
   return prepared;
 }

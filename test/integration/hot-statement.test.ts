@@ -2,7 +2,7 @@
 // gives (a one-table select through the compiled mapper, a join through Drizzle's mapping), and on PostgreSQL
 // the statement runs as a named statement of the connection (it is in pg_prepared_statements once it ran),
 // except when it is planned per call. On PGlite only the rows are checked.
-import { eq, sql } from "drizzle-orm";
+import { DrizzleQueryError, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groups, identities, roleBindings, roles } from "../../src/db/schema/index.js";
 import { hotStatement } from "../../src/kernel/prepared-rows.js";
@@ -78,5 +78,19 @@ describe("hot statements", () => {
     const hot = hotStatement(select().prepare("hot_pattern"), { planEachCall: true });
     expect(await hot.execute({ pattern: "%hil%" })).toEqual([{ name: "child" }]);
     if (database.kind === "postgres") expect(await namedStatements()).not.toContain(select().toSQL().sql);
+  });
+
+  it("fail as Drizzle's execute fails: a DrizzleQueryError with the database's error as its cause", async () => {
+    const { db } = database;
+    const select = () => db.select({ name: groups.name }).from(groups).where(sql`${groups.kind} = cast(${sql.placeholder("kind")} as integer)`);
+    const hot = hotStatement(select().prepare("hot_failing"));
+    const plain = select().prepare("plain_failing");
+    const failure = async (q: { execute(v: Record<string, unknown>): Promise<unknown> }) => {
+      const err = await q.execute({ kind: "not a number" }).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(DrizzleQueryError);
+      return (err as DrizzleQueryError).cause as { code?: string };
+    };
+    expect((await failure(hot)).code).toBe((await failure(plain)).code);
+    expect((await failure(hot)).code).toBe("22P02");
   });
 });

@@ -60,6 +60,8 @@ type FetchedRow<Row> = { row: Row; keys: Record<string, string | null>; total?: 
 /** Pages of `table` through statements prepared once per shape, over `db` (the database or a transaction). */
 export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(db: AnyPgDatabase, opts: PreparedListOptions<T>) {
   const statements = new Map<string, Prepared>();
+  // Names only grow: a shape prepared after an eviction does not take an evicted statement's name.
+  let prepared = 0;
   const max = opts.maxShapes ?? 256;
   const placeholder: Param = (name) => sql.placeholder(name);
 
@@ -74,7 +76,7 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
       .orderBy(...keysetOrderBy(plan, opts.orderColumns))
       .limit(sql.placeholder("list_limit"))
       .offset(sql.placeholder("list_skip"))
-      .prepare(`${opts.name}_list_${statements.size}`);
+      .prepare(`${opts.name}_list_${prepared++}`);
     hotStatement(statement, { planEachCall: q.planEachCall });
     if (statements.size >= max) statements.delete(statements.keys().next().value!);
     statements.set(key, statement);
