@@ -153,7 +153,6 @@ export type InProcessResult =
  */
 export async function invokeInProcess(spec: UnaryImplSpec, call: InProcessCall, message: Message, interceptors: readonly Interceptor[]): Promise<InProcessResult> {
   const { control, timeoutMs, method } = call;
-  if (timeoutMs !== undefined) control.arm(timeoutMs, clientDeadlinePassed);
   let deadlineAt: number | undefined = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
   const values = call.contextValues;
   values.set(callControlKey, control);
@@ -191,9 +190,11 @@ export async function invokeInProcess(spec: UnaryImplSpec, call: InProcessCall, 
     const output = await spec.impl(req.message as never, context);
     return { stream: false, message: isMessage(output, method.output) ? output : create(method.output, output as never), method, service: method.parent, header: responseHeader, trailer: responseTrailer };
   };
-  let next: (req: UnaryRequest) => Promise<UnaryResponse> = run;
-  for (let i = interceptors.length - 1; i >= 0; i--) next = interceptors[i]!(next as never) as typeof next;
   try {
+    // Inside the try: whatever throws is answered, and the control ended (its timers cleared).
+    if (timeoutMs !== undefined) control.arm(timeoutMs, clientDeadlinePassed);
+    let next: (req: UnaryRequest) => Promise<UnaryResponse> = run;
+    for (let i = interceptors.length - 1; i >= 0; i--) next = interceptors[i]!(next as never) as typeof next;
     const res = await next(request);
     if (res.header !== responseHeader) replaceHeaders(responseHeader, res.header);
     if (res.trailer !== responseTrailer) replaceHeaders(responseTrailer, res.trailer);

@@ -6,7 +6,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { deadlineExceeded } from "../kernel/errors/index.js";
-import { callControlKey, clientDeadlinePassed } from "../kernel/invoke.js";
+import { CallControl, callControlKey, clientDeadlinePassed } from "../kernel/invoke.js";
 
 /**
  * The deadline interceptor (after the error boundary, before authentication, so the whole call is bounded).
@@ -23,29 +23,20 @@ export function createDeadline(timeoutMs: number): Interceptor {
       control.arm(timeoutMs, passed);
       return await Promise.race([next(req), control.cutShort()]);
     }
-    // One controller aborted by this deadline or by the client's signal (Connect's own timer, or the client
-    // going away), with the reason the call answers. (AbortSignal.any would do the same at several times
-    // the cost per call: it builds a composite signal with weak references to its sources.)
-    const controller = new AbortController();
-    let reject: ((reason: unknown) => void) | undefined;
-    const abort = (reason: unknown) => {
-      if (controller.signal.aborted) return;
-      controller.abort(reason);
-      reject?.(reason);
-    };
-    const onClientAbort = () => abort(abortReason(req.signal.reason));
-    const timeout = setTimeout(() => abort(passed()), timeoutMs);
+    // Over Connect's handlers: a control of the call's own, cut short by this deadline or by the client's
+    // signal (Connect's own timer, or the client going away) with the reason the call answers; the method
+    // sees its signal. (AbortSignal.any would do the same at several times the cost per call: it builds a
+    // composite signal with weak references to its sources.)
+    const own = new CallControl();
+    const onClientAbort = () => own.abort(abortReason(req.signal.reason));
+    own.arm(timeoutMs, passed);
     if (req.signal.aborted) onClientAbort();
     else req.signal.addEventListener("abort", onClientAbort, { once: true });
     try {
-      const aborted = new Promise<never>((_, r) => {
-        reject = r;
-        if (controller.signal.aborted) r(controller.signal.reason);
-      });
-      return await Promise.race([next({ ...req, signal: controller.signal }), aborted]);
+      return await Promise.race([next({ ...req, signal: own.signal }), own.cutShort()]);
     } finally {
-      clearTimeout(timeout);
       req.signal.removeEventListener("abort", onClientAbort);
+      own.end();
     }
   };
 }
