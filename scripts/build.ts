@@ -21,7 +21,9 @@ export const repoRoot = fileURLToPath(new URL("..", import.meta.url));
 /** Builds into `outDir` (default dist/ of the checkout), replacing whatever it held. Resolves with its path. */
 export function build(outDir = join(repoRoot, "dist")): string {
   const out = resolve(outDir);
-  if (out === resolve(repoRoot)) throw new Error("the output directory cannot be the checkout itself");
+  // The output is emptied first: never the checkout, nor a directory that holds it.
+  const up = relative(out, resolve(repoRoot));
+  if (up === "" || (!up.startsWith("..") && !isAbsolute(up))) throw new Error("the output directory cannot be the checkout itself or a directory holding it");
   // A clean output: a file removed from src/ must not linger in dist/.
   rmSync(out, { recursive: true, force: true });
   const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");

@@ -35,11 +35,6 @@ export interface RequestRecord {
 
 export const requestKey = createContextKey<RequestRecord | undefined>(undefined, { description: "the request's record" });
 
-/** The id of the request a call belongs to, when the server recorded one. */
-export function requestIdOf(values: ContextValues | undefined): string | undefined {
-  return values?.get(requestKey)?.id;
-}
-
 /** The longest client-given request id kept; longer ones are replaced. */
 export const MAX_REQUEST_ID_CHARS = 128;
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._~:/+=-]+$/;

@@ -54,9 +54,20 @@ const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
 const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
 
 /** A grpc-timeout header's value in ms (the gRPC protocol's form: up to 8 digits and a unit); undefined when malformed. */
-export function grpcTimeoutMs(value: string): number | undefined {
+function grpcTimeoutMs(value: string): number | undefined {
   const match = GRPC_TIMEOUT.exec(value);
   return match ? Number(match[1]) * GRPC_UNIT_MS[match[2]!]! : undefined;
+}
+
+/**
+ * The client's grpc-timeout as the call keeps it: undefined when there is none or when the server's own
+ * deadline (`maxMs`) is no longer (the server's then governs), NaN when it is malformed, else its ms.
+ */
+export function cappedGrpcTimeoutMs(value: string | string[] | undefined, maxMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = typeof value === "string" ? grpcTimeoutMs(value) : undefined;
+  if (ms === undefined) return NaN;
+  return ms >= maxMs ? undefined : ms;
 }
 
 /**
@@ -68,8 +79,7 @@ export function grpcTimeoutMs(value: string): number | undefined {
 export function withClientTimeoutCap(handler: UniversalHandler, maxMs: number): UniversalHandler {
   const wrapped = (req: UniversalServerRequest) => {
     const grpc = req.header.get("grpc-timeout");
-    const ms = grpc === null ? undefined : grpcTimeoutMs(grpc);
-    if (ms !== undefined && ms >= maxMs) req.header.delete("grpc-timeout");
+    if (grpc !== null && cappedGrpcTimeoutMs(grpc, maxMs) === undefined) req.header.delete("grpc-timeout");
     const connect = req.header.get("connect-timeout-ms");
     if (connect !== null && /^\d{1,10}$/.test(connect) && Number(connect) >= maxMs) req.header.delete("connect-timeout-ms");
     return handler(req);

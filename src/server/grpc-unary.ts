@@ -18,7 +18,7 @@ import { createBinaryEncoder } from "../kernel/binary.js";
 import { CallControl, CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import { log } from "../kernel/log.js";
-import { grpcTimeoutMs } from "./deadline.js";
+import { cappedGrpcTimeoutMs } from "./deadline.js";
 import { isClientGone } from "./observe.js";
 import { encodeGrpcMessage, publicError } from "./protocol-errors.js";
 
@@ -47,14 +47,6 @@ export interface GrpcUnary {
    */
   takes(req: http2.Http2ServerRequest, procedure: string): boolean;
   handle(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, procedure: string, record: RequestRecord, fallback: Fallback): void;
-}
-
-/** The client's grpc-timeout in ms: undefined for none (or one the server's deadline covers), NaN for a malformed one. */
-function clientTimeoutMs(value: string | string[] | undefined, maxMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const ms = typeof value === "string" ? grpcTimeoutMs(value) : undefined;
-  if (ms === undefined) return NaN;
-  return ms >= maxMs ? undefined : ms;
 }
 
 type Read = { kind: "whole"; bytes: Buffer } | { kind: "partial"; chunks: Buffer[] } | { kind: "gone" };
@@ -159,7 +151,7 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
           control,
           requestHeader: callHeaders(req.headers),
           contextValues: values,
-          timeoutMs: clientTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs),
+          timeoutMs: cappedGrpcTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs),
           responseHeader: { "content-type": RESPONSE_CONTENT_TYPE },
         },
         message,
@@ -205,7 +197,7 @@ export function createGrpcUnary(specs: ReadonlyMap<string, UnaryImplSpec>, opts:
       if (type === undefined || !CONTENT_TYPE.test(type)) return false;
       const encoding = req.headers["grpc-encoding"];
       if (encoding !== undefined && encoding !== "identity") return false;
-      return !Number.isNaN(clientTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs));
+      return !Number.isNaN(cappedGrpcTimeoutMs(req.headers["grpc-timeout"], requestTimeoutMs));
     },
     handle(req, res, procedure, record, fallback) {
       serve(specs.get(procedure)!, req, res, record, fallback).catch((err: unknown) => {

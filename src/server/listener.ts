@@ -103,14 +103,7 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
     });
   });
 
-  await new Promise<void>((resolve, reject) => {
-    front.once("error", reject);
-    front.listen(opts.port, opts.host, () => {
-      front.off("error", reject);
-      resolve();
-    });
-  });
-  const address = front.address() as AddressInfo;
+  const address = await listenOn(front, opts.port, opts.host);
   log.info("listening", { host: address.address, port: address.port, tls: Boolean(tls) });
 
   return {
@@ -161,4 +154,15 @@ function classify(bytes: Buffer): "tls" | "h2c" | "http1" | undefined {
     return bytes.length >= H2_PREFACE.length ? "h2c" : undefined;
   }
   return "http1";
+}
+
+/** Starts `server` listening on host:port; resolves with its address, rejects when listening fails (EADDRINUSE). */
+export function listenOn(server: net.Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
 }

@@ -7,6 +7,7 @@ import http from "node:http";
 import type http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { log } from "../kernel/log.js";
+import { listenOn } from "./listener.js";
 import type { Metrics } from "./metrics.js";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
@@ -56,14 +57,7 @@ export async function listenMetrics(metrics: Metrics, opts: { host: string; port
     }
     void serve(metrics, req, res);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
+  const address = await listenOn(server, opts.port, opts.host);
   log.info("metrics listening", { host: address.address, port: address.port, path: "/metrics" });
   return {
     address,

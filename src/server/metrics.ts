@@ -122,42 +122,34 @@ export function createMetrics(): Metrics {
 
 /** A counter whose value another part of the server keeps: set from it at each scrape. */
 function setCounter(counter: Counter<string>, value: number, labels?: Record<string, string>): void {
-  if (labels) counter.remove(labels);
-  else counter.reset();
-  if (labels) counter.inc(labels, value);
-  else counter.inc(value);
+  if (labels) {
+    counter.remove(labels);
+    counter.inc(labels, value);
+  } else {
+    counter.reset();
+    counter.inc(value);
+  }
 }
 
 function registerDatabase(registry: Registry, stats: () => DatabaseStats): void {
   // Each reads the counts when scraped (a few numbers kept by the pool gate and the error counter).
   const pool = () => stats().pool;
-  new Gauge({
-    name: "apiserver_db_pool_size",
-    help: "Connections the PostgreSQL pool may open",
-    registers: [registry],
-    collect() {
-      const p = pool();
-      if (p) this.set(p.size);
-    },
-  });
-  new Gauge({
-    name: "apiserver_db_pool_in_use",
-    help: "Queries and transactions holding a pool connection",
-    registers: [registry],
-    collect() {
-      const p = pool();
-      if (p) this.set(p.inUse);
-    },
-  });
-  new Gauge({
-    name: "apiserver_db_pool_waiting",
-    help: "Queries and transactions waiting for a pool connection",
-    registers: [registry],
-    collect() {
-      const p = pool();
-      if (p) this.set(p.waiting);
-    },
-  });
+  const gauges: [name: string, help: string, field: "size" | "inUse" | "waiting"][] = [
+    ["apiserver_db_pool_size", "Connections the PostgreSQL pool may open", "size"],
+    ["apiserver_db_pool_in_use", "Queries and transactions holding a pool connection", "inUse"],
+    ["apiserver_db_pool_waiting", "Queries and transactions waiting for a pool connection", "waiting"],
+  ];
+  for (const [name, help, field] of gauges) {
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const p = pool();
+        if (p) this.set(p[field]);
+      },
+    });
+  }
   new Counter({
     name: "apiserver_db_pool_acquire_timeouts_total",
     help: "Queries refused because no pool connection became free in time (answered UNAVAILABLE, DATABASE_BUSY)",

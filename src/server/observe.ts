@@ -120,11 +120,11 @@ function pathOf(url: string | undefined): string {
 }
 
 /** Errors of writing a response to a client that is gone: nothing the server did wrong. */
-const CLIENT_GONE = new Set(["ERR_STREAM_PREMATURE_CLOSE", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ERR_STREAM_WRITE_AFTER_END", "ECONNRESET", "EPIPE", "ABORT_ERR"]);
+const CLIENT_GONE_CODES = new Set(["ERR_STREAM_PREMATURE_CLOSE", "ERR_STREAM_DESTROYED", "ERR_HTTP2_INVALID_STREAM", "ERR_HTTP2_STREAM_ERROR", "ERR_STREAM_WRITE_AFTER_END", "ECONNRESET", "EPIPE", "ABORT_ERR"]);
 
 /** Whether a failure to answer comes from the client having gone away (the request aborted, the stream reset). */
 export function isClientGone(err: unknown, res: Res): boolean {
   if (!finished(res) && (res.destroyed || (res as http2.Http2ServerResponse).stream?.destroyed)) return true;
   const code = (err as { code?: unknown } | null)?.code;
-  return (typeof code === "string" && CLIENT_GONE.has(code)) || (err as Error | null)?.name === "AbortError";
+  return (typeof code === "string" && CLIENT_GONE_CODES.has(code)) || (err as Error | null)?.name === "AbortError";
 }
