@@ -5,6 +5,7 @@ import type { Ecosystem } from "../../gen/chainguard/platform/libraries/v2/artif
 import { libraryArtifacts, libraryArtifactVersions, type LibraryArtifactRow, type LibraryArtifactVersionRow } from "../db/schema/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { Executor } from "../kernel/store.js";
+import { escapeLike } from "../kernel/uidp.js";
 
 export interface ArtifactListFilter {
   ecosystems: readonly Ecosystem[];
@@ -28,10 +29,6 @@ const versionOrder = {
   create_time: libraryArtifactVersions.createTime,
   update_time: libraryArtifactVersions.updateTime,
 } as const;
-
-function escapeLike(s: string): string {
-  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
-}
 
 export function createArtifactStore(db: Executor) {
   return {

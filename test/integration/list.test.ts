@@ -310,7 +310,7 @@ describe.each(backends)("listPage on $name", (backend) => {
     expect(countedOnPages).toEqual([0]);
   });
 
-  it("the scope predicate over named values (a uid range) selects what the one over literals (like) selects", async () => {
+  it("the scope predicate (a uid range), over literals or over named values, selects the uids at or beneath a scope", async () => {
     const scopeSets = [[R1], [`${R1}/ab_c`], [`${R1}/00000000000000a1`], [R2, `${R1}/abxc`], [`${R1}/00000000000000a`], [`${R1}/ab%c`], ["1"]];
     for (const scopes of scopeSets) {
       const values = scopeValues(scopes);

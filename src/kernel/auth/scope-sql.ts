@@ -1,18 +1,18 @@
 // The SQL form of "visible to the caller": a row is visible when its uid is one of the caller's scope roots
 // or lies beneath one. Stores add this to every unscoped List so rows, counts and pages never include what
-// the caller may not see.
+// the caller may not see. One definition, over named values (scopePredicateOver), which scopePredicate
+// fills with the scopes themselves. `uid` is a uid column (text COLLATE "C", db/schema/columns.ts uidText).
 import { sql, type SQL } from "drizzle-orm";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
-import { escapeLike } from "../uidp.js";
 
+/** The predicate for these scopes, their values in the statement. */
 export function scopePredicate(uid: AnyPgColumn | SQL, scopes: readonly string[]): SQL {
-  if (scopes.length === 0) return sql`false`;
-  const parts = scopes.map((s) => sql`(${uid} = ${s} or ${uid} like ${escapeLike(s) + "/%"})`);
-  return sql`(${sql.join(parts, sql` or `)})`;
+  const values = scopeValues(scopes);
+  return scopePredicateOver(uid, scopes.length, (name) => sql`${values[name]}`);
 }
 
 /**
- * The same predicate over named values (prepared statements: kernel/list/prepared.ts): `param("scope_<i>")`,
+ * The predicate over named values (prepared statements: kernel/list/prepared.ts): `param("scope_<i>")`,
  * `param("scope_lo_<i>")` and `param("scope_hi_<i>")` for each of `count` scopes; scopeValues gives their
  * values. "Beneath" is written as a range, `<scope>/` <= uid < `<scope>0` (uids are text COLLATE "C", where
  * '0' follows '/': exactly the uids that begin with `<scope>/`), not as `like`: PostgreSQL turns a `like`
