@@ -18,9 +18,9 @@ import {
   type Registry,
 } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import { type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { type Interceptor } from "@connectrpc/connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
-import { CallControl, CLIENT_GONE, clientGone, invokeInProcess, procedureOf, unaryImplementationsOf } from "../kernel/invoke.js";
+import { CallControl, CLIENT_GONE, clientGone, invokeInProcess, procedureOf, type UnaryImplSpec } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import {
   bearerChallenge,
@@ -41,11 +41,11 @@ import { parseTemplate, PathEncodingError, splitRequestPath } from "./template.j
 
 export interface RestGatewayOptions {
   /**
-   * Registers the API services (router.service) with the gateway: the same implementations the server
+   * The unary methods' implementations (kernel/invoke.ts unaryImplementationsOf): the same the server
    * serves, called behind the same `interceptors`, so every rule holds for REST too. REST responses emit
    * default-valued fields.
    */
-  register: (router: ConnectRouter) => void;
+  implementations: ReadonlyMap<string, UnaryImplSpec>;
   interceptors: Interceptor[];
   /** The methods to expose (servedMethods). Methods without an HTTP rule, or not unary, are skipped. */
   methods: readonly DescMethod[];
@@ -139,7 +139,7 @@ function isProtocolHeader(name: string): boolean {
 export function createRestGateway(opts: RestGatewayOptions): RestGateway {
   const { registry, serviceDomain } = opts;
   const maxBodyBytes = opts.maxBodyBytes ?? defaultMaxBodyBytes;
-  const specs = unaryImplementationsOf(opts.register);
+  const specs = opts.implementations;
   const served = new Set(specs.keys());
   const bindings = opts.methods.flatMap((m) => bindingsOf(m, served));
   const table = createRouteTable(bindings.map((b) => ({ verb: b.verb, template: b.template, target: b })));

@@ -241,13 +241,17 @@ export function createApp(deps: AppDeps): App {
       },
     ]),
   );
+  // The unary methods, called in process by the gRPC unary path and the REST gateway.
+  const implementations = unaryImplementationsOf((r) => registerServices(r, bindings));
   // gRPC unary calls in their plain form, answered without Connect's stream machinery (grpc-unary.ts).
-  const grpcUnary = createGrpcUnary(
-    unaryImplementationsOf((r) => registerServices(r, bindings)),
-    { interceptors, serviceDomain: deps.serviceDomain, maxRequestBytes: limits.maxRequestBytes, requestTimeoutMs: limits.requestTimeoutMs },
-  );
+  const grpcUnary = createGrpcUnary(implementations, {
+    interceptors,
+    serviceDomain: deps.serviceDomain,
+    maxRequestBytes: limits.maxRequestBytes,
+    requestTimeoutMs: limits.requestTimeoutMs,
+  });
   const gateway = createRestGateway({
-    register: (restRouter) => registerServices(restRouter, bindings),
+    implementations,
     interceptors,
     methods: servedMethods,
     registry,

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
+import { unaryImplementationsOf } from "../../src/kernel/invoke.js";
 import { createRestGateway, type RestGateway } from "../../src/gateway/index.js";
 import { apiMethods, registry } from "../../src/kernel/descriptors.js";
 import { createErrorBoundary, invalidArgument, notFound } from "../../src/kernel/errors/index.js";
@@ -84,7 +85,7 @@ let base: string;
 
 beforeAll(async () => {
   setLogLevel("silent");
-  gateway = createRestGateway({ register: routes, interceptors: [createErrorBoundary("test.local"), recorder], methods: apiMethods, registry, serviceDomain: "test.local" });
+  gateway = createRestGateway({ implementations: unaryImplementationsOf(routes), interceptors: [createErrorBoundary("test.local"), recorder], methods: apiMethods, registry, serviceDomain: "test.local" });
   server = createServer((req, res) => void gateway.handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
