@@ -16,12 +16,12 @@ import {
   ReviewState,
   Severity_Type,
 } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
-import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { osvRecords } from "../../src/db/schema/index.js";
+import { UID_MAX_LENGTH } from "../../src/kernel/uidp.js";
 import { importAdvisories } from "../../src/vulnerabilities/import.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { call, contractCase, runContractCases } from "./harness.js";
+import { call, contractCase, runContractCases, invalidField } from "./harness.js";
 
 let server: TestServer;
 let world: World;
@@ -112,7 +112,6 @@ afterAll(async () => {
 
 const viewer = () => world.auth("viewer");
 const uids = (m: { advisories: { uid: string }[] }) => m.advisories.map((a) => a.uid);
-const invalid = (field: string) => ({ code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field }] } }] });
 const list = AdvisoriesService.method.listAdvisories;
 const listing = (name: string, request: Parameters<typeof call<typeof list.input, typeof list.output>>[3], want: string[]) =>
   contractCase({
@@ -171,7 +170,33 @@ runContractCases("AdvisoriesService", () => server.baseUrl, [
     },
   }),
   contractCase({
-    name: "GetAdvisory of a manual detection and of an advisory without events",
+    name: "GetAdvisory of a manual detection",
+    method: AdvisoriesService.method.getAdvisory,
+    request: { uid: Z1 },
+    headers: viewer,
+    response: (m) => {
+      const [detection] = m.events.map((e) => e.type);
+      expect(detection?.case === "detection" ? detection.value.type.case : undefined).toBe("manual");
+    },
+  }),
+  contractCase({
+    name: "GetAdvisory without a uid is INVALID_ARGUMENT on uid",
+    method: AdvisoriesService.method.getAdvisory,
+    request: { uid: "" },
+    headers: viewer,
+    error: invalidField("uid"),
+    // REST: the uid is the path; an empty one names no route.
+    only: ["grpc", "grpc-web", "connect-json", "connect-binary-h2"],
+  }),
+  contractCase({
+    name: "GetAdvisory with a uid longer than a uid may be is INVALID_ARGUMENT on uid",
+    method: AdvisoriesService.method.getAdvisory,
+    request: { uid: "x".repeat(UID_MAX_LENGTH + 1) },
+    headers: viewer,
+    error: invalidField("uid"),
+  }),
+  contractCase({
+    name: "GetAdvisory of an advisory without events",
     method: AdvisoriesService.method.getAdvisory,
     request: { uid: Z4 },
     headers: viewer,
@@ -299,22 +324,22 @@ runContractCases("AdvisoriesService", () => server.baseUrl, [
       expect(m.totalCount).toBe(5n);
     },
   }),
-  contractCase({ name: "an unknown event type is INVALID_ARGUMENT", method: list, request: { eventTypes: [EventTypeFilter.FIXED, 99 as EventTypeFilter] }, headers: viewer, error: invalid("event_types[1]") }),
-  contractCase({ name: "EVENT_TYPE_FILTER_UNSPECIFIED is INVALID_ARGUMENT", method: list, request: { eventTypes: [EventTypeFilter.UNSPECIFIED] }, headers: viewer, error: invalid("event_types[0]") }),
-  contractCase({ name: "an unknown latest_event_type is INVALID_ARGUMENT", method: list, request: { latestEventType: 42 as EventTypeFilter }, headers: viewer, error: invalid("latest_event_type") }),
-  contractCase({ name: "an unknown review state is INVALID_ARGUMENT", method: list, request: { eventReviewStates: [ReviewState.APPROVED, 9 as ReviewState] }, headers: viewer, error: invalid("event_review_states[1]") }),
+  contractCase({ name: "an unknown event type is INVALID_ARGUMENT", method: list, request: { eventTypes: [EventTypeFilter.FIXED, 99 as EventTypeFilter] }, headers: viewer, error: invalidField("event_types[1]") }),
+  contractCase({ name: "EVENT_TYPE_FILTER_UNSPECIFIED is INVALID_ARGUMENT", method: list, request: { eventTypes: [EventTypeFilter.UNSPECIFIED] }, headers: viewer, error: invalidField("event_types[0]") }),
+  contractCase({ name: "an unknown latest_event_type is INVALID_ARGUMENT", method: list, request: { latestEventType: 42 as EventTypeFilter }, headers: viewer, error: invalidField("latest_event_type") }),
+  contractCase({ name: "an unknown review state is INVALID_ARGUMENT", method: list, request: { eventReviewStates: [ReviewState.APPROVED, 9 as ReviewState] }, headers: viewer, error: invalidField("event_review_states[1]") }),
   contractCase({
     name: "more than 1,000 values in one filter is INVALID_ARGUMENT",
     method: list,
     request: { advisoryIds: Array.from({ length: 1001 }, (_, i) => `A${i}`) },
     headers: viewer,
-    error: invalid("advisory_ids"),
+    error: invalidField("advisory_ids"),
     // 1,001 query parameters exceed what an HTTP server takes in a request line; the limit is the same there.
     only: ["grpc", "grpc-web", "connect-json", "connect-binary-h2"],
   }),
-  contractCase({ name: "a query longer than 256 characters is INVALID_ARGUMENT", method: list, request: { query: "x".repeat(257) }, headers: viewer, error: invalid("query") }),
-  contractCase({ name: "an unknown order_by field is INVALID_ARGUMENT", method: list, request: { orderBy: "severity" }, headers: viewer, error: invalid("order_by") }),
-  contractCase({ name: "a negative page_size is INVALID_ARGUMENT", method: list, request: { pageSize: -1 }, headers: viewer, error: invalid("page_size") }),
+  contractCase({ name: "a query longer than 256 characters is INVALID_ARGUMENT", method: list, request: { query: "x".repeat(257) }, headers: viewer, error: invalidField("query") }),
+  contractCase({ name: "an unknown order_by field is INVALID_ARGUMENT", method: list, request: { orderBy: "severity" }, headers: viewer, error: invalidField("order_by") }),
+  contractCase({ name: "a negative page_size is INVALID_ARGUMENT", method: list, request: { pageSize: -1 }, headers: viewer, error: invalidField("page_size") }),
 ]);
 
 it("ListAdvisories continues with the page token, across protocols", async () => {

@@ -9,7 +9,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { describe, expect, it } from "vitest";
 import { httpRuleOf, registry } from "../../src/kernel/descriptors.js";
 import { httpStatusOf } from "../../src/kernel/errors/index.js";
-import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { registerAuthorization, registerSecretsOf } from "../support/secrets.js";
 
 export type Protocol = "grpc" | "grpc-web" | "connect-json" | "connect-binary-h2" | "rest";
@@ -182,6 +182,11 @@ export interface ExpectedError {
   message?: string | RegExp;
   /** Expected details, each checked with toMatchObject against the decoded detail of the same type. */
   details?: Array<{ schema: DescMessage; value: Record<string, unknown> }>;
+}
+
+/** INVALID_ARGUMENT whose BadRequest names `field` (first violation). */
+export function invalidField(field: string): ExpectedError {
+  return { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field }] } }] };
 }
 
 export interface ContractCase<I extends DescMessage = DescMessage, O extends DescMessage = DescMessage> {

@@ -24,14 +24,14 @@ import {
   type ListDocumentsResponse,
   type ListResolvedVulnsReportsResponse,
 } from "../../gen/chainguard/platform/advisory/v2/advisory_pb.js";
-import { BadRequestSchema, ResourceInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { ResourceInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { importOsv } from "../../src/advisory/osv-import.js";
 import { repos } from "../../src/db/schema/index.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { EventType, writeAdvisoryDocument } from "../support/advisory-fixtures.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { call, contractCase, runContractCases } from "./harness.js";
+import { call, contractCase, runContractCases, invalidField } from "./harness.js";
 
 let server: TestServer;
 let world: World;
@@ -136,7 +136,6 @@ afterAll(async () => {
 });
 
 const viewer = () => world.auth("viewer");
-const invalid = (field: string) => ({ code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field }] } }] });
 const ts = (iso: string) => timestampFromDate(new Date(iso));
 const september = { startTime: ts("2024-09-01T00:00:00Z"), endTime: ts("2024-09-30T23:59:59Z") };
 const docs = (m: ListDocumentsResponse) => m.documents.map((d) => [d.id, d.advisories.map((a) => a.id)]);
@@ -225,19 +224,19 @@ runContractCases("SecurityAdvisoryService", () => server.baseUrl, [
     name: "ListDocuments with neither id nor cves is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listDocuments,
     request: {},
-    error: invalid("id"),
+    error: invalidField("id"),
   }),
   contractCase({
     name: "ListDocuments with more than 1,000 cves is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listDocuments,
     request: { cves: Array.from({ length: 1001 }, (_, i) => `C${i}`) },
-    error: invalid("cves"),
+    error: invalidField("cves"),
   }),
   contractCase({
     name: "ListDocuments with an empty cve is INVALID_ARGUMENT naming it",
     method: SecurityAdvisoryService.method.listDocuments,
     request: { cves: ["CVE-2024-0001", ""] },
-    error: invalid("cves[1]"),
+    error: invalidField("cves[1]"),
   }),
 
   // ---- ListVulnerabilityMetadata ----
@@ -290,25 +289,25 @@ runContractCases("SecurityAdvisoryService", () => server.baseUrl, [
     name: "ListVulnerabilityMetadata with more than 1,000 ids is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listVulnerabilityMetadata,
     request: { ids: Array.from({ length: 1001 }, (_, i) => `V${i}`) },
-    error: invalid("ids"),
+    error: invalidField("ids"),
   }),
   contractCase({
     name: "ListVulnerabilityMetadata with an empty id in ids is INVALID_ARGUMENT naming it",
     method: SecurityAdvisoryService.method.listVulnerabilityMetadata,
     request: { ids: [""] },
-    error: invalid("ids[0]"),
+    error: invalidField("ids[0]"),
   }),
   contractCase({
     name: "ListVulnerabilityMetadata with an unknown order_by field is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listVulnerabilityMetadata,
     request: { orderBy: "severity" },
-    error: invalid("order_by"),
+    error: invalidField("order_by"),
   }),
   contractCase({
     name: "ListVulnerabilityMetadata with a negative page_size is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listVulnerabilityMetadata,
     request: { pageSize: -1 },
-    error: invalid("page_size"),
+    error: invalidField("page_size"),
   }),
 
   // ---- ListResolvedVulnsReports ----
@@ -395,14 +394,14 @@ runContractCases("SecurityAdvisoryService", () => server.baseUrl, [
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { startTime: ts("2024-09-30T00:00:00Z"), endTime: ts("2024-09-01T00:00:00Z") },
     headers: viewer,
-    error: invalid("end_time"),
+    error: invalidField("end_time"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports over more than 366 days is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { startTime: ts("2023-01-01T00:00:00Z"), endTime: ts("2024-09-01T00:00:00Z") },
     headers: viewer,
-    error: invalid("end_time"),
+    error: invalidField("end_time"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports with a time beyond year 9999 is INVALID_ARGUMENT",
@@ -411,49 +410,49 @@ runContractCases("SecurityAdvisoryService", () => server.baseUrl, [
     headers: viewer,
     // JSON cannot write such a Timestamp: the binary protocols only.
     only: ["grpc", "grpc-web", "connect-binary-h2"],
-    error: invalid("end_time"),
+    error: invalidField("end_time"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports without start_time is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { endTime: ts("2024-09-01T00:00:00Z") },
     headers: viewer,
-    error: invalid("start_time"),
+    error: invalidField("start_time"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports without image refs is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: september,
     headers: viewer,
-    error: invalid("image_refs"),
+    error: invalidField("image_refs"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports with more than 100 refs is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { imageRefs: Array.from({ length: 101 }, () => ({ repo: "nginx" })), ...september },
     headers: viewer,
-    error: invalid("image_refs"),
+    error: invalidField("image_refs"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports with an empty repo is INVALID_ARGUMENT naming it",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { imageRefs: [{ repo: "nginx" }, { repo: "" }], ...september },
     headers: viewer,
-    error: invalid("image_refs[1].repo"),
+    error: invalidField("image_refs[1].repo"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports with a tag inside repo is INVALID_ARGUMENT",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { imageRefs: [{ repo: "nginx:latest" }], ...september },
     headers: viewer,
-    error: invalid("image_refs[0].repo"),
+    error: invalidField("image_refs[0].repo"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports with a bad tag is INVALID_ARGUMENT naming it",
     method: SecurityAdvisoryService.method.listResolvedVulnsReports,
     request: { imageRefs: [{ repo: "nginx", tags: ["ok", "not a tag"] }], ...september },
     headers: viewer,
-    error: invalid("image_refs[0].tags[1]"),
+    error: invalidField("image_refs[0].tags[1]"),
   }),
   contractCase({
     name: "ListResolvedVulnsReports by a caller without the capabilities anywhere is PERMISSION_DENIED",
