@@ -24,7 +24,7 @@ import { openPostgres } from "../src/db/client.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { importAdvisories } from "../src/vulnerabilities/import.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
-import { grpcMessageSender, measure, sqlSender, type Result } from "./load.js";
+import { grpcMessageSender, measure, sqlSender, type Result, say } from "./load.js";
 import { processCpu } from "./cpu.js";
 import { startApiServer } from "./processes.js";
 
@@ -39,7 +39,6 @@ export interface AdvisoriesBenchOptions {
   listAdvisories: number;
 }
 
-const say = (line: string) => process.stderr.write(line + "\n");
 
 const FP_TYPES = ["vulnerable-code-not-in-execution-path", "component-vulnerability-mismatch", "vulnerable-code-not-included-in-package"];
 
@@ -269,5 +268,4 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
       for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));
     }
   });
-  say("dropped the scratch database");
 }

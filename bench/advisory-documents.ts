@@ -27,7 +27,7 @@ import { createSecurityAdvisoryStore } from "../src/advisory/security-advisory.s
 import { openPostgres } from "../src/db/client.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { withScratchDatabase } from "./database.js";
-import { grpcMessageSender, http1Sender, measure, sqlSender, textTable, type Result, type Send } from "./load.js";
+import { grpcMessageSender, http1Sender, measure, sqlSender, textTable, type Result, type Send, say } from "./load.js";
 import { startApiServer } from "./processes.js";
 
 const LIST_DOCUMENTS = "/chainguard.platform.advisory.v2.SecurityAdvisoryService/ListDocuments";
@@ -39,7 +39,6 @@ export interface AdvisoryDocumentsBenchOptions {
   concurrency: number;
 }
 
-const say = (line: string) => process.stderr.write(line + "\n");
 
 /** The data set, set-based. Returns the seconds it took. */
 async function seed(sqlc: postgres.Sql): Promise<number> {
@@ -104,7 +103,6 @@ function printTable(rows: Row[]): string {
 export async function benchAdvisoryDocuments(opts: AdvisoryDocumentsBenchOptions): Promise<void> {
   setLogLevel("warn");
   await withScratchDatabase("bench_advisory_documents", (url, name) => measureOn(url, name, opts));
-  say("dropped the scratch database");
 }
 
 async function measureOn(scratchUrl: string, name: string, opts: AdvisoryDocumentsBenchOptions): Promise<void> {

@@ -5,12 +5,14 @@ import postgres from "postgres";
 import type { Db } from "../src/db/client.js";
 import { bootstrap } from "../src/iam/bootstrap.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
+import { say } from "./load.js";
 
 const DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /**
  * Creates a database named `<prefix>_<pid>_<random>` on the server DATABASE_URL names (default
- * postgres://postgres@127.0.0.1:5432/postgres), runs `body` with its URL, and drops it (with force) after.
+ * postgres://postgres@127.0.0.1:5432/postgres), runs `body` with its URL, and drops it (with force) after,
+ * saying so on stderr.
  */
 export async function withScratchDatabase<T>(prefix: string, body: (url: string, name: string) => Promise<T>): Promise<T> {
   const url = process.env.DATABASE_URL || DEFAULT_URL;
@@ -24,6 +26,7 @@ export async function withScratchDatabase<T>(prefix: string, body: (url: string,
   } finally {
     await admin.unsafe(`drop database if exists ${name} with (force)`);
     await admin.end();
+    say("dropped the scratch database");
   }
 }
 

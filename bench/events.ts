@@ -40,6 +40,7 @@ import { DEFAULT_DELIVERY_OPTIONS } from "../src/config.js";
 import { withScratchDatabase } from "./database.js";
 import { BENCH_APPLICATION, backendPids, cpuSecondsOf } from "./cpu.js";
 import { startApiServer, startScript } from "./processes.js";
+import { say } from "./load.js";
 
 const ISSUER = "https://bench.events.invalid";
 const TYPE = "dev.chainguard.api.platform.registry.repo.created.v1";
@@ -56,7 +57,6 @@ export interface EventsBenchOptions {
   sinkConcurrency?: number;
 }
 
-const say = (line: string) => process.stderr.write(line + "\n");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Row {

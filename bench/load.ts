@@ -6,6 +6,9 @@ import http2 from "node:http2";
 import { create, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { metered, type CpuMeter } from "./cpu.js";
 
+/** A progress line on stderr (the figures go to stdout). */
+export const say = (line: string): void => void process.stderr.write(line + "\n");
+
 export interface Result {
   name: string;
   requests: number;

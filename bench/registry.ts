@@ -47,7 +47,7 @@ import { listFilterOf, tagList } from "../src/registry/tags.service.js";
 import { createTagStore } from "../src/registry/tags.store.js";
 import { BENCH_APPLICATION, backendsCpu, processCpu, selfCpu, type CpuMeter } from "./cpu.js";
 import { withScratchDatabase } from "./database.js";
-import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, textTable, type Result, type Send } from "./load.js";
+import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, textTable, type Result, type Send, say } from "./load.js";
 import { PEER_APPLICATION } from "./peer-reads.js";
 import { startApiServer, startBareServer, startScript } from "./processes.js";
 
@@ -72,7 +72,6 @@ export interface RegistryBenchOptions {
   rounds?: number;
 }
 
-const say = (line: string) => process.stderr.write(line + "\n");
 const secondsSince = (t0: number) => ((performance.now() - t0) / 1000).toFixed(1);
 
 interface Seeded {
@@ -254,7 +253,6 @@ function printTable(rows: Row[], ping: Result | undefined): string {
 export async function benchRegistry(opts: RegistryBenchOptions): Promise<void> {
   setLogLevel("warn");
   await withScratchDatabase("bench_registry", (scratchUrl, name) => measureOn(scratchUrl, name, opts));
-  say("dropped the scratch database");
 }
 
 async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOptions): Promise<void> {

@@ -35,7 +35,7 @@ import { setLogLevel } from "../src/kernel/log.js";
 import { newChildUid } from "../src/kernel/uidp.js";
 import { caller, protocols, type Protocol } from "../test/contract/harness.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
-import { closedLoop, percentile } from "./load.js";
+import { closedLoop, percentile, say } from "./load.js";
 import { cpuSecondsOf } from "./cpu.js";
 import { residentBytes, startApiServer } from "./processes.js";
 
@@ -52,7 +52,6 @@ export interface SoakOptions {
   warmupSeconds: number;
 }
 
-const say = (line: string) => process.stderr.write(line + "\n");
 const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
 interface Interval {
@@ -187,7 +186,6 @@ export async function benchSoak(opts: SoakOptions): Promise<void> {
   if (opts.concurrency < protocols.length) throw new Error(`the soak needs at least ${protocols.length} clients, one per protocol`);
   setLogLevel("warn");
   await withScratchDatabase("bench_soak", (url) => soakOn(url, opts));
-  say("dropped the scratch database");
 }
 
 async function soakOn(url: string, opts: SoakOptions): Promise<void> {
