@@ -2,19 +2,7 @@
 // (yauzl only reads), so tests build the few bytes they need here: local headers, deflated (or stored) data,
 // the central directory and its end record. `declaredSize` lets a test lie about an entry's uncompressed size,
 // as a hostile archive would.
-import { deflateRawSync } from "node:zlib";
-
-const CRC = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-
-function crc32(b: Buffer): number {
-  let c = 0xffffffff;
-  for (const x of b) c = CRC[(c ^ x) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
+import { crc32, deflateRawSync } from "node:zlib";
 
 export interface ZipFileSpec {
   content: string | Buffer;
