@@ -106,6 +106,14 @@ afterAll(async () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------
+/** The error of a subscription to the sink another subscription of the group already has. */
+const sinkTaken = {
+  code: Code.AlreadyExists,
+  reason: "ALREADY_EXISTS",
+  domain: "events.platform.test",
+  details: [{ schema: ResourceInfoSchema, value: { resourceType: SUBSCRIPTION, resourceName: lazy(() => fx.taken) } }],
+};
+
 runContractCases("CreateSubscription", base, [
   contractCase({
     name: "an editor subscribes an https sink; output-only fields sent are ignored",
@@ -196,24 +204,14 @@ runContractCases("CreateSubscription", base, [
     method: SubscriptionsService.method.createSubscription,
     request: () => ({ parent: world.org, subscription: { sink: fx.takenSink } }),
     headers: () => world.auth("editor"),
-    error: {
-      code: Code.AlreadyExists,
-      reason: "ALREADY_EXISTS",
-      domain: "events.platform.test",
-      details: [{ schema: ResourceInfoSchema, value: { resourceType: SUBSCRIPTION, resourceName: lazy(() => fx.taken) } }],
-    },
+    error: sinkTaken,
   }),
   contractCase({
     name: "another spelling of a subscribed sink (scheme and host case, default port) is the same sink: ALREADY_EXISTS",
     method: SubscriptionsService.method.createSubscription,
     request: () => ({ parent: world.org, subscription: { sink: "HTTPS://Hooks.INVALID:443/taken" } }),
     headers: () => world.auth("editor"),
-    error: {
-      code: Code.AlreadyExists,
-      reason: "ALREADY_EXISTS",
-      domain: "events.platform.test",
-      details: [{ schema: ResourceInfoSchema, value: { resourceType: SUBSCRIPTION, resourceName: lazy(() => fx.taken) } }],
-    },
+    error: sinkTaken,
   }),
   contractCase({
     name: "a sink is stored as the URL parser writes it (host lowercased, an empty path made /)",
