@@ -29,6 +29,7 @@ import {
   type Severity,
   type VulnerabilityMetadata,
 } from "../../gen/chainguard/platform/advisory/v2/advisory_pb.js";
+import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import type { AdvisoryEventRow, OsvRecordRow, OsvReference, OsvSeverity } from "../db/schema/index.js";
 import type { DocumentAdvisoryRow, FixedAdvisoryRow } from "./security-advisory.store.js";
 
@@ -99,13 +100,13 @@ export function toDocumentEvent(e: AdvisoryEventRow): DocumentEvent | undefined 
   const d = e.data;
   let data: EventData;
   switch (e.type) {
-    case 1:
+    case EventTypeFilter.DETECTION:
       data = detection(d);
       break;
-    case 2:
+    case EventTypeFilter.TRUE_POSITIVE_DETERMINATION:
       data = { case: "truePositiveDetermination", value: { note: text(d, "note") } };
       break;
-    case 3:
+    case EventTypeFilter.FIXED:
       data = {
         case: "fixed",
         value: {
@@ -116,16 +117,16 @@ export function toDocumentEvent(e: AdvisoryEventRow): DocumentEvent | undefined 
         },
       };
       break;
-    case 4:
+    case EventTypeFilter.FALSE_POSITIVE_DETERMINATION:
       data = { case: "falsePositiveDetermination", value: { type: falsePositiveType(text(d, "type")), note: text(d, "note") } };
       break;
-    case 5:
+    case EventTypeFilter.ANALYSIS_NOT_PLANNED:
       data = { case: "analysisNotPlanned", value: { note: text(d, "note") } };
       break;
-    case 6:
+    case EventTypeFilter.FIX_NOT_PLANNED:
       data = { case: "fixNotPlanned", value: { note: text(d, "note") } };
       break;
-    case 7:
+    case EventTypeFilter.PENDING_UPSTREAM_FIX:
       data = { case: "pendingUpstreamFix", value: { note: text(d, "note") } };
       break;
     default:
