@@ -215,7 +215,7 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
                (select coalesce(json_agg(json_build_array(e.uid, floor(extract(epoch from e.time) * 1000)::bigint, e.type, e.author, e.reviewer, e.review_state, e.data) order by e.ordinal), '[]'::json)
                   from advisory_events e where e.advisory_uid = a.uid) as events,
                (select coalesce(jsonb_agg(s.v order by x.n, s.m), '[]'::jsonb)
-                  from unnest(a.aliases) with ordinality x(id, n) join osv_records o on o.id = x.id
+                  from unnest(a.aliases) with ordinality x(id, n) join osv_records o on o.id = x.id and o.withdrawn_time is null
                   cross join lateral jsonb_array_elements(o.severities) with ordinality s(v, m)) as severities,
                (select count(*) from advisories a where ${c.where(sqlc)})::text as total
              from advisories a where ${c.where(sqlc)} order by a.uid limit ${PAGE + 1}`;

@@ -1,8 +1,8 @@
 // Reads of the global advisory data for SecurityAdvisoryService: advisory documents (the adv tables, written
 // by the YAML importer), OSV records (written by import-osv), and which repos of the registry a caller sees
 // (for resolved-vulnerability reports). Read-only: nothing here writes.
-import { and, arrayOverlaps, asc, eq, gte, inArray, isNull, lte, or, type SQL } from "drizzle-orm";
-import { advisories, advisoryEvents, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
+import { and, arrayOverlaps, asc, eq, gte, inArray, lte, or, type SQL } from "drizzle-orm";
+import { advisories, advisoryEvents, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { Executor } from "../kernel/store.js";
@@ -35,8 +35,6 @@ export interface FixedAdvisoryRow {
 
 const metadataOrder = { uid: osvRecords.id, id: osvRecords.id } as const;
 
-/** Records that are not withdrawn: the readers treat a withdrawn record as gone (README, Importing OSV records). */
-const current = isNull(osvRecords.withdrawnTime);
 
 export function createSecurityAdvisoryStore(db: Executor) {
   return {
@@ -76,7 +74,7 @@ export function createSecurityAdvisoryStore(db: Executor) {
 
     /** A page of OSV records (withdrawn ones left out), by id; `ids` undefined for all of them. */
     metadata(plan: ListPlan, ids: readonly string[] | undefined): Promise<ListPage<OsvRecordRow>> {
-      const where = and(current, ids !== undefined ? inArray(osvRecords.id, [...ids]) : undefined);
+      const where = and(osvRecordInForce, ids !== undefined ? inArray(osvRecords.id, [...ids]) : undefined);
       const total = countExpression(osvRecords, where);
       const query = db.select({ row: osvRecords, ...pageColumns(plan, metadataOrder, total) }).from(osvRecords).$dynamic();
       return keysetPage(db, query, { plan, orderColumns: metadataOrder, where, total });
@@ -88,7 +86,7 @@ export function createSecurityAdvisoryStore(db: Executor) {
       const rows = await db
         .select({ id: osvRecords.id, severities: osvRecords.severities })
         .from(osvRecords)
-        .where(and(current, inArray(osvRecords.id, [...ids])));
+        .where(and(osvRecordInForce, inArray(osvRecords.id, [...ids])));
       return new Map(rows.map((r) => [r.id, r.severities]));
     },
 

@@ -3,7 +3,7 @@
 // row carrying its events and the severities of the OSV records its aliases name (correlated subqueries),
 // prepared once per filter shape (which filters, how many values each) with the values as parameters.
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
-import { advisories, advisoryEvents, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
+import { advisories, advisoryEvents, osvRecordInForce, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
 import { hotStatement } from "../kernel/prepared-rows.js";
 import { countExpression, createPreparedList, type ListPage, type ListPlan, type Param, type PreparedListQuery } from "../kernel/list/index.js";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
@@ -122,10 +122,11 @@ export function advisoryQuery(f: AdvisoryFilter): PreparedListQuery {
 }
 
 /**
- * A column of the outer advisories row, qualified: Drizzle writes a one-table select's columns bare, which
+ * A column qualified by its table's name (the outer advisories row's, or a joined table's where a subquery
+ * has a column of the same name): Drizzle writes a one-table select's columns bare, which
  * inside a subquery would name the subquery's own column of that name.
  */
-const outer = (column: AnyPgColumn) => sql`${sql.identifier(getTableName(advisories))}.${sql.identifier(column.name)}`;
+const qualified = (column: AnyPgColumn) => sql`${sql.identifier(getTableName(column.table))}.${sql.identifier(column.name)}`;
 
 /** An event as the page's statement aggregates it: `[uid, epoch ms, type, author, reviewer, review state, data]`. */
 type EventTuple = [string, number, number, string, string, number, Record<string, unknown>];
@@ -135,13 +136,16 @@ type EventTuple = [string, number, number, string, string, number, Record<string
  * subquery over advisory_events' (advisory_uid, ordinal) index, evaluated only for the rows a page returns).
  */
 const eventsOfRow = sql<EventTuple[] | string>`(select coalesce(json_agg(json_build_array(e.uid, floor(extract(epoch from e.time) * 1000)::bigint, e.type, e.author, e.reviewer, e.review_state, e.data) order by e.ordinal), '[]'::json)
-  from ${advisoryEvents} e where e.advisory_uid = ${outer(advisories.uid)})`;
+  from ${advisoryEvents} e where e.advisory_uid = ${qualified(advisories.uid)})`;
 
-/** The OSV severities of the advisory on the current row: those of each alias with an OSV record, in alias order. */
+/**
+ * The OSV severities of the advisory on the current row: those of each alias with an OSV record in force (not
+ * withdrawn), in alias order.
+ */
 const severitiesOfRow = sql<OsvSeverity[] | string>`(select coalesce(jsonb_agg(s.v order by a.n, s.m), '[]'::jsonb)
-  from unnest(${outer(advisories.aliases)}) with ordinality a(id, n)
-  join ${osvRecords} o on o.id = a.id
-  cross join lateral jsonb_array_elements(o.severities) with ordinality s(v, m))`;
+  from unnest(${qualified(advisories.aliases)}) with ordinality a(id, n)
+  join ${osvRecords} on ${qualified(osvRecords.id)} = a.id and ${osvRecordInForce}
+  cross join lateral jsonb_array_elements(${osvRecords.severities}) with ordinality s(v, m))`;
 
 /** A JSON column as the driver returns it: parsed (postgres.js, PGlite) or, from another driver, text. */
 const parsed = <T>(v: T | string): T => (typeof v === "string" ? (JSON.parse(v) as T) : v);

@@ -94,15 +94,19 @@ beforeAll(async () => {
   const { db } = server.database;
   // The format names no author or reviewer: give one event some, under review, for the event filters.
   await db.execute(sql`update advisory_events set author = 'alice', reviewer = 'bob', review_state = ${ReviewState.PENDING} where uid = ${`${D}/1`}`);
-  await db.insert(osvRecords).values({
-    id: "CVE-2024-0001",
-    source: "test",
-    contentHash: "0",
-    severities: [
-      { type: "CVSS_V3", score: "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H" },
-      { type: "Ubuntu", score: "high" },
-    ],
-  });
+  await db.insert(osvRecords).values([
+    {
+      id: "CVE-2024-0001",
+      source: "test",
+      contentHash: "0",
+      severities: [
+        { type: "CVSS_V3", score: "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H" },
+        { type: "Ubuntu", score: "high" },
+      ],
+    },
+    // Withdrawn: its severity is not D's (D's severities are asserted empty).
+    { id: "CVE-2024-0002", source: "test", contentHash: "1", withdrawnTime: new Date("2024-10-01T00:00:00Z"), severities: [{ type: "CVSS_V3", score: "CVSS:3.1/AV:N/AC:H/PR:N/UI:N/S:U/C:L/I:N/A:N" }] },
+  ]);
 });
 
 afterAll(async () => {

@@ -11,6 +11,7 @@
 //   `type` is the EventTypeFilter value; `data` the event's data as read from the file (keys as in the file).
 // - osv_records: OSV records (ossf/osv-schema) by id, for vulnerability metadata and the severities of the
 //   advisories whose aliases name them; `content_hash` as above.
+import { isNull } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, smallint, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { instant } from "./columns.js";
 
@@ -123,6 +124,12 @@ export const osvRecords = pgTable("osv_records", {
   createTime: instant("create_time").notNull().defaultNow(),
   updateTime: instant("update_time").notNull().defaultNow(),
 });
+
+/**
+ * The OSV records in force: every reader treats a withdrawn record as gone (README, Importing OSV records),
+ * so its severities, aliases and references are used nowhere.
+ */
+export const osvRecordInForce = isNull(osvRecords.withdrawnTime);
 
 export type AdvisoryDocumentRow = typeof advisoryDocuments.$inferSelect;
 export type AdvisoryRow = typeof advisories.$inferSelect;
