@@ -237,7 +237,7 @@ export const DEFAULT_DELIVERY_OPTIONS = {
 export class ConfigError extends Error {}
 
 /** The metrics listener when METRICS_ADDR is unset: loopback, the port OpenTelemetry's Prometheus exporter uses. */
-export const DEFAULT_METRICS_ADDR = { host: "127.0.0.1", port: 9464 } as const;
+const DEFAULT_METRICS_ADDR = { host: "127.0.0.1", port: 9464 } as const;
 
 /** METRICS_ADDR: "off", or "<host>:<port>" (an IPv6 host in brackets: "[::1]:9464"). */
 export function parseMetricsAddr(raw: string | undefined): { host: string; port: number } | undefined {

@@ -2,8 +2,8 @@
 // the schema constrains is checked, and a problem names its path from the record's root
 // (`references[2].type: unknown type "FOO"`). Fields the schema may add later are ignored, as the schema's
 // own evolution rules expect readers to do.
-export const OSV_SEVERITY_TYPES = ["CVSS_V2", "CVSS_V3", "CVSS_V4", "Ubuntu"] as const;
-export const OSV_REFERENCE_TYPES = ["ADVISORY", "ARTICLE", "DETECTION", "DISCUSSION", "REPORT", "FIX", "INTRODUCED", "GIT", "PACKAGE", "EVIDENCE", "WEB"] as const;
+const OSV_SEVERITY_TYPES = ["CVSS_V2", "CVSS_V3", "CVSS_V4", "Ubuntu"] as const;
+const OSV_REFERENCE_TYPES = ["ADVISORY", "ARTICLE", "DETECTION", "DISCUSSION", "REPORT", "FIX", "INTRODUCED", "GIT", "PACKAGE", "EVIDENCE", "WEB"] as const;
 const RANGE_TYPES = ["ECOSYSTEM", "SEMVER", "GIT"] as const;
 const RANGE_EVENTS = ["introduced", "fixed", "last_affected", "limit"] as const;
 
@@ -23,7 +23,7 @@ export interface OsvRecord {
 }
 
 /** A record that breaks the schema; `field` is the path of the offending value ("" for the record itself). */
-export class OsvValidationError extends Error {
+class OsvValidationError extends Error {
   constructor(
     readonly field: string,
     readonly problem: string,
@@ -68,7 +68,7 @@ function identifier(v: unknown, field: string): string {
   return v;
 }
 
-export function parseRfc3339(v: unknown, field: string): Date {
+function parseRfc3339(v: unknown, field: string): Date {
   if (typeof v !== "string") fail(field, v === undefined ? "is required" : `must be an RFC 3339 timestamp string, not ${describe(v)}`);
   const m = RFC3339.exec(v);
   // A leap second (:60) is RFC 3339 but not a JS Date: read as the second before it.

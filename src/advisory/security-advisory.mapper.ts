@@ -38,7 +38,7 @@ import type { DocumentAdvisoryRow, FixedAdvisoryRow } from "./security-advisory.
  * documents are the distribution's own (`<package>.advisories.yaml`, apk packages), so every advisory carries
  * the distribution's namespace.
  */
-export const PACKAGE_NAMESPACE = "wolfi";
+const PACKAGE_NAMESPACE = "wolfi";
 
 type Data = Record<string, unknown>;
 type EventData = MessageInitShape<typeof DocumentEventSchema>["data"];
@@ -96,7 +96,7 @@ function detection(data: Data): EventData {
 }
 
 /** The event's DocumentEvent form, or undefined for a type DocumentEvent has no member for. */
-export function toDocumentEvent(e: AdvisoryEventRow): DocumentEvent | undefined {
+function toDocumentEvent(e: AdvisoryEventRow): DocumentEvent | undefined {
   const d = e.data;
   let data: EventData;
   switch (e.type) {
@@ -135,7 +135,7 @@ export function toDocumentEvent(e: AdvisoryEventRow): DocumentEvent | undefined 
   return create(DocumentEventSchema, { timestamp: timestampFromDate(e.time), data });
 }
 
-export function toDocumentAdvisory(a: DocumentAdvisoryRow): DocumentAdvisory {
+function toDocumentAdvisory(a: DocumentAdvisoryRow): DocumentAdvisory {
   return create(DocumentAdvisorySchema, {
     id: a.advisoryId,
     aliases: a.aliases,
@@ -175,7 +175,7 @@ const severityTypes: Readonly<Record<string, Severity_Type>> = {
   CVSS_V4: Severity_Type.CVSS_V4,
 };
 
-export function toReferences(refs: readonly OsvReference[]) {
+function toReferences(refs: readonly OsvReference[]) {
   return refs.map((r) => ({ type: referenceTypes[r.type] ?? Reference_Type.UNSPECIFIED, url: r.url }));
 }
 
@@ -197,7 +197,7 @@ export function toVulnerabilityMetadata(r: OsvRecordRow): VulnerabilityMetadata 
   });
 }
 
-export function toResolvedVuln(id: string, aliases: readonly string[], severities: readonly Severity[]): ResolvedVuln {
+function toResolvedVuln(id: string, aliases: readonly string[], severities: readonly Severity[]): ResolvedVuln {
   return create(ResolvedVulnSchema, { id, aliases: [...aliases], cvssSeverities: [...severities] });
 }
 

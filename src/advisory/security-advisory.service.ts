@@ -35,7 +35,7 @@ import { toDocuments, toResolvedVulnsReports, toVulnerabilityMetadata } from "./
 import { createSecurityAdvisoryStore } from "./security-advisory.store.js";
 import { documentFilterOf, MAX_DOCUMENT_ADVISORIES, metadataIdsOf, reportRequestOf, tooBroad } from "./security-advisory.validate.js";
 
-export const metadataList = defineListSpec({
+const metadataList = defineListSpec({
   name: "advisory.v2.ListVulnerabilityMetadata",
   message: VulnerabilityMetadataSchema,
   orderBy: ["id"],

@@ -2,13 +2,11 @@
 // by the YAML importer), OSV records (written by import-osv), and which repos of the registry a caller sees
 // (for resolved-vulnerability reports). Read-only: nothing here writes.
 import { and, arrayOverlaps, asc, eq, gte, inArray, lte, or, type SQL } from "drizzle-orm";
+import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { advisories, advisoryEvents, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { Executor } from "../kernel/store.js";
-
-/** The EventTypeFilter value of a `fixed` event (chainguard.platform.vulnerabilities.v2). */
-export const EVENT_TYPE_FIXED = 3;
 
 export interface DocumentFilter {
   /** The package (Document.id); undefined for any. */
@@ -34,7 +32,6 @@ export interface FixedAdvisoryRow {
 }
 
 const metadataOrder = { uid: osvRecords.id, id: osvRecords.id } as const;
-
 
 export function createSecurityAdvisoryStore(db: Executor) {
   return {
@@ -107,10 +104,8 @@ export function createSecurityAdvisoryStore(db: Executor) {
         .select({ package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases, time: advisoryEvents.time })
         .from(advisoryEvents)
         .innerJoin(advisories, eq(advisories.uid, advisoryEvents.advisoryUid))
-        .where(and(inArray(advisories.package, [...packages]), eq(advisoryEvents.type, EVENT_TYPE_FIXED), gte(advisoryEvents.time, start), lte(advisoryEvents.time, end)))
+        .where(and(inArray(advisories.package, [...packages]), eq(advisoryEvents.type, EventTypeFilter.FIXED), gte(advisoryEvents.time, start), lte(advisoryEvents.time, end)))
         .orderBy(asc(advisoryEvents.time), asc(advisories.advisoryId));
     },
   };
 }
-
-export type SecurityAdvisoryStore = ReturnType<typeof createSecurityAdvisoryStore>;

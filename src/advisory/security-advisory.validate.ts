@@ -6,12 +6,12 @@ import { invalidArgument, throwIfAny, type FieldViolation } from "../kernel/erro
 import { parseImageRepo, tagProblem } from "./image-ref.js";
 import type { DocumentFilter } from "./security-advisory.store.js";
 
-export const MAX_CVES = 1000;
-export const MAX_METADATA_IDS = 1000;
+const MAX_CVES = 1000;
+const MAX_METADATA_IDS = 1000;
 export const MAX_DOCUMENT_ADVISORIES = 5000;
-export const MAX_IMAGE_REFS = 100;
-export const MAX_TAGS = 100;
-export const MAX_REPORT_DAYS = 366;
+const MAX_IMAGE_REFS = 100;
+const MAX_TAGS = 100;
+const MAX_REPORT_DAYS = 366;
 const MAX_ID_LENGTH = 256;
 const DAY_MS = 24 * 60 * 60 * 1000;
 const MIN_TIME_MS = Date.parse("0001-01-01T00:00:00Z");

@@ -51,7 +51,7 @@ export interface DatabaseStats {
  * statement_timeout, a serialization failure or deadlock, a constraint, or something else it reported.
  * Undefined for an error that is not the database's (one thrown by code inside a transaction).
  */
-export function queryErrorKind(err: unknown): string | undefined {
+function queryErrorKind(err: unknown): string | undefined {
   if (isConnectionError(err)) return "connection";
   const state = sqlStateOf(err);
   if (state === undefined) return undefined;

@@ -42,7 +42,7 @@ const queryableWellKnown = new Set([
 
 const integer = /^-?\d+$/;
 /** Deepest nesting of a JSON query value (protobuf's usual recursion limit): deeper is INVALID_ARGUMENT. */
-export const MAX_QUERY_JSON_DEPTH = 100;
+const MAX_QUERY_JSON_DEPTH = 100;
 const snakeSegment = /_([a-z0-9])/g;
 
 /** A resolved query parameter. */

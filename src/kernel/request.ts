@@ -36,7 +36,7 @@ export interface RequestRecord {
 export const requestKey = createContextKey<RequestRecord | undefined>(undefined, { description: "the request's record" });
 
 /** The longest client-given request id kept; longer ones are replaced. */
-export const MAX_REQUEST_ID_CHARS = 128;
+const MAX_REQUEST_ID_CHARS = 128;
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._~:/+=-]+$/;
 
 /**

@@ -14,7 +14,7 @@ import { log } from "../kernel/log.js";
 import type { Protocol } from "../kernel/request.js";
 
 /** The gRPC code names (the canonical ones, as google.rpc.Code spells them), by number. */
-export const CODE_NAMES = [
+const CODE_NAMES = [
   "OK",
   "CANCELLED",
   "UNKNOWN",

@@ -22,7 +22,7 @@ type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** The response header carrying the request id, on every protocol. */
-export const REQUEST_ID_HEADER = "x-request-id";
+const REQUEST_ID_HEADER = "x-request-id";
 
 /** The longest path an access line quotes. */
 const MAX_LOGGED_PATH = 256;

@@ -94,7 +94,7 @@ const NO_FINDINGS = new Uint8Array(0);
 // messages are plain objects), and timestamps by timestampOf: create() walks the schema of each nested message,
 // which for a page of 50 advisories with their events cost more than the rest of the mapping. Only the value of
 // an event's oneof goes through create(). test/unit/advisory.test.ts holds the result equal to create()'s.
-export function toAdvisoryEvent(e: AdvisoryEventRow): AdvisoryEvent {
+function toAdvisoryEvent(e: AdvisoryEventRow): AdvisoryEvent {
   const t = eventType(e.type, e.data);
   const type = (t.case === undefined ? { case: undefined } : { case: t.case, value: create(caseSchemas[t.case] as never, t.value as never) }) as AdvisoryEvent["type"];
   return {

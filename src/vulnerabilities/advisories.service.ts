@@ -35,7 +35,7 @@ import { bindService, type DomainDeps, type ServiceBinding } from "../server/bin
 import { toAdvisory } from "./advisories.mapper.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "./advisories.store.js";
 
-export const advisoryList = defineListSpec({
+const advisoryList = defineListSpec({
   name: "vulnerabilities.v2.ListAdvisories",
   message: AdvisorySchema,
   orderBy: ["advisory_id", "artifact_name", "create_time", "update_time"],
@@ -43,15 +43,15 @@ export const advisoryList = defineListSpec({
 });
 
 /** The most values one repeated filter takes. */
-export const MAX_FILTER_VALUES = 1000;
-export const MAX_QUERY_LENGTH = 256;
+const MAX_FILTER_VALUES = 1000;
+const MAX_QUERY_LENGTH = 256;
 const MAX_VALUE_LENGTH = 1024;
 
 const reviewStates = new Set<number>(Object.values(ReviewState).filter((v): v is number => typeof v === "number" && v !== ReviewState.UNSPECIFIED));
 const eventTypeFilters = new Set<number>(Object.values(EventTypeFilter).filter((v): v is number => typeof v === "number" && v !== EventTypeFilter.UNSPECIFIED));
 
 /** Validates the request's filters into the store's form; INVALID_ARGUMENT names every bad field at once. */
-export function advisoryFilterOf(req: ListAdvisoriesRequest): AdvisoryFilter {
+function advisoryFilterOf(req: ListAdvisoriesRequest): AdvisoryFilter {
   const violations: FieldViolation[] = [];
   const strings = (field: string, values: readonly string[]): string[] => {
     if (values.length > MAX_FILTER_VALUES) violations.push({ field, description: `at most ${MAX_FILTER_VALUES} values may be given, not ${values.length}` });

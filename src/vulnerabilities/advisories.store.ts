@@ -60,7 +60,7 @@ function hasEvent(where: SQL | undefined): SQL {
  * the values, and the shape the statement's text depends on (which filters are given and how many values
  * each has). The values travel as parameters, so one statement serves every request of a shape.
  */
-export function advisoryQuery(f: AdvisoryFilter): PreparedListQuery {
+function advisoryQuery(f: AdvisoryFilter): PreparedListQuery {
   if (f.none) return { shape: "none", where: () => sql`false`, total: () => sql`0`, values: {} };
   const values: Record<string, unknown> = {};
   const shape: string[] = [];

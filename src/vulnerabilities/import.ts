@@ -25,7 +25,7 @@ import { proposedValues, type Executor } from "../kernel/store.js";
 import { ReviewState } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { AdvisoryDocumentError, parseAdvisoryDocument, type ParsedAdvisory, type ParsedDocument, type Unknown } from "./document.js";
 
-export const ADVISORY_FILE_SUFFIX = ".advisories.yaml";
+const ADVISORY_FILE_SUFFIX = ".advisories.yaml";
 
 export interface Counts {
   added: number;
@@ -59,7 +59,7 @@ function emptyCounts(): Counts {
 }
 
 /** The `*.advisories.yaml` files under the paths, sorted; unreadable paths are reported. */
-export async function findAdvisoryFiles(paths: readonly string[], skipped: { path: string; reason: string }[]): Promise<string[]> {
+async function findAdvisoryFiles(paths: readonly string[], skipped: { path: string; reason: string }[]): Promise<string[]> {
   const out: string[] = [];
   const walk = async (path: string, depth: number): Promise<void> => {
     const info = await stat(path).catch((err: Error) => {
