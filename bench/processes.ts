@@ -65,7 +65,7 @@ export function residentBytes(pid: number): number {
  */
 export async function startApiServer(
   env: Record<string, string> = {},
-  opts: { quiet?: boolean; nodeArgs?: string[]; root?: string } = {},
+  opts: { quiet?: boolean; nodeArgs?: string[]; root?: string; built?: string } = {},
 ): Promise<Child & { port: number; serverPid: number }> {
   // root: another checkout's server (e.g. the code before a change, to measure both in one run).
   const root = opts.root ?? ownRoot;
@@ -74,9 +74,12 @@ export async function startApiServer(
   const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
   // quiet: the server's stdout (development mode prints a login token there) is dropped; its log (stderr) stays.
   // nodeArgs (e.g. --cpu-prof, which NODE_OPTIONS refuses): node runs the server itself, with tsx as a loader.
-  const [command, args] = opts.nodeArgs
-    ? [process.execPath, [...opts.nodeArgs, "--import", "tsx", join(root, "src/main.ts")]]
-    : [tsx, [join(root, "src/main.ts")]];
+  // built: a build's bundled server (scripts/build.ts: <dir>/server.js), run by node as production runs it.
+  const [command, args] = opts.built
+    ? [process.execPath, [...(opts.nodeArgs ?? []), join(opts.built, "server.js")]]
+    : opts.nodeArgs
+      ? [process.execPath, [...opts.nodeArgs, "--import", "tsx", join(root, "src/main.ts")]]
+      : [tsx, [join(root, "src/main.ts")]];
   const child = spawn(command, args, {
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", opts.quiet ? "ignore" : "inherit", "inherit"],

@@ -4,7 +4,10 @@
 // (16 clients), and its profile summarised: self time by package (node_modules/<package>, the server's own
 // src/<dir>, node's internals, V8's garbage collector on the main thread) and the top functions.
 //
-//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--only advisories]
+//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--only advisories] [--built]
+//
+// --built profiles the bundled server production runs (scripts/build.ts, built into a temporary directory):
+// its functions keep their names and lines, where under tsx every module reports line 1.
 //
 // One server process per target, so each profile holds one kind of call. The profiles stay in a temporary
 // directory (printed), to open in Chrome's DevTools or speedscope.
@@ -24,6 +27,7 @@ import { grpcMessageSender, grpcSender, http1Sender, measure, type Send } from "
 import { startApiServer } from "./processes.js";
 import { seed } from "./registry.js";
 import { generateRows } from "./advisories.js";
+import { build } from "../scripts/build.js";
 
 const ISSUER = "https://bench.registry.invalid";
 const PAGE = 50;
@@ -34,6 +38,10 @@ export interface ProfileOptions {
   concurrency: number;
   /** Only the targets whose name contains this (case-insensitive). */
   only?: string;
+  /** Profile the bundled server (scripts/build.ts) instead of src/ under tsx. */
+  built?: boolean;
+  /** How many functions each listing shows (default 15). */
+  top?: number;
 }
 
 interface ProfileNode {
@@ -67,8 +75,14 @@ export function packageOf(url: string, functionName: string): string {
  * Self time by package and by function, in ms, idle time left out; only the samples taken between `from` and
  * `to` (microseconds of the monotonic clock), so start-up and warm-up do not count.
  */
-export function summarize(profile: CpuProfile, from: number, to: number): { total: number; byPackage: [string, number][]; byFunction: [string, number][] } {
+export function summarize(
+  profile: CpuProfile,
+  from: number,
+  to: number,
+): { total: number; byPackage: [string, number][]; byFunction: [string, number][]; inclusive: [string, number][] } {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
   const self = new Map<number, number>();
   let at = profile.startTime;
   profile.samples.forEach((id, i) => {
@@ -78,18 +92,27 @@ export function summarize(profile: CpuProfile, from: number, to: number): { tota
   });
   const packages = new Map<string, number>();
   const functions = new Map<string, number>();
+  // Inclusive time: a sample counts once for every distinct function on its stack.
+  const inclusive = new Map<string, number>();
+  const nameOf = (id: number) => {
+    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    return `${functionName || "(anonymous)"} ${packageOf(url, functionName)}${url ? `:${lineNumber + 1}` : ""}`;
+  };
   let total = 0;
   for (const [id, ms] of self) {
-    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    const { functionName, url } = byId.get(id)!.callFrame;
     if (functionName === "(idle)") continue;
     total += ms;
     const pkg = packageOf(url, functionName);
     packages.set(pkg, (packages.get(pkg) ?? 0) + ms);
-    const fn = `${functionName || "(anonymous)"} ${pkg}${url ? `:${lineNumber + 1}` : ""}`;
+    const fn = nameOf(id);
     functions.set(fn, (functions.get(fn) ?? 0) + ms);
+    const onStack = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) onStack.add(nameOf(at));
+    for (const name of onStack) inclusive.set(name, (inclusive.get(name) ?? 0) + ms);
   }
   const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]);
-  return { total, byPackage: sorted(packages), byFunction: sorted(functions) };
+  return { total, byPackage: sorted(packages), byFunction: sorted(functions), inclusive: sorted(inclusive) };
 }
 
 export async function benchProfile(opts: ProfileOptions): Promise<void> {
@@ -123,11 +146,12 @@ export async function benchProfile(opts: ProfileOptions): Promise<void> {
         ],
       ];
       const only = opts.only?.toLowerCase();
+      const built = opts.built ? build(mkdtempSync(join(tmpdir(), "bench-profile-build-"))) : undefined;
       for (const [name, sender] of targets.filter(([n]) => !only || n.toLowerCase().includes(only))) {
         const dir = mkdtempSync(join(tmpdir(), "bench-profile-"));
         const api = await startApiServer(
           { DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" },
-          { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] },
+          { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`], ...(built ? { built } : {}) },
         );
         let result;
         const warmupSeconds = 2;
@@ -147,11 +171,14 @@ export async function benchProfile(opts: ProfileOptions): Promise<void> {
         const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
         console.log(`\n${name}: ${result.rps.toFixed(0)} req/s, server CPU ${result.cpu.server!.toFixed(3)} ms/req, ${result.errors} errors; profile ${file ? join(dir, file) : "(none written)"}`);
         if (!file) continue;
-        const { total, byPackage, byFunction } = summarize(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile, from, to);
+        const { total, byPackage, byFunction, inclusive } = summarize(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile, from, to);
         console.log(`  main thread, not idle, over the measured window: ${(total / 1000).toFixed(1)} s sampled; self time by package:`);
         for (const [pkg, ms] of byPackage.slice(0, 14)) console.log(`    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${pkg}`);
         console.log("  top functions (self time):");
         for (const [fn, ms] of byFunction.slice(0, 15)) console.log(`    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${fn}`);
+        console.log("  top functions with what they call (total time; the root and its runners left out):");
+        const roots = /^\((root|program|garbage collector)\)|^(processTicksAndRejections|runMicrotasks) /;
+        for (const [fn, ms] of inclusive.filter(([f]) => !roots.test(f)).slice(0, opts.top ?? 15)) console.log(`    ${((ms / total) * 100).toFixed(1).padStart(5)}%  ${fn}`);
       }
     } finally {
       await sqlc.end({ timeout: 5 });

@@ -7,7 +7,7 @@
 //   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
 //   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
-//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16]   (PostgreSQL too; the server under
+//   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--built] [--top N]   (PostgreSQL too; the server under
 //     --cpu-prof for Ping, ListTags, GetRepo and a ListAdvisories lookup, its profile summarised by package and
 //     function; --only TEXT: the targets whose name contains TEXT)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
@@ -24,7 +24,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -46,6 +46,8 @@ try {
       runs: { type: "string", default: "7" },
       only: { type: "string" },
       rounds: { type: "string" },
+      built: { type: "boolean", default: false },
+      top: { type: "string" },
     },
   });
 } catch (err) {
@@ -67,7 +69,9 @@ const warmup = Number(values.warmup);
 const files = Number(values.files);
 const listAdvisories = Number(values["list-advisories"]);
 const runs = Number(values.runs);
+const top = values.top === undefined ? undefined : Number(values.top);
 if (
+  (top !== undefined && (!Number.isInteger(top) || top < 1)) ||
   !Number.isInteger(files) ||
   files < 1 ||
   !Number.isInteger(listAdvisories) ||
@@ -101,7 +105,7 @@ const benches: Record<string, () => Promise<void>> = {
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
-  profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only }),
+  profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it) and the profile.

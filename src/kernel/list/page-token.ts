@@ -9,7 +9,7 @@
 //   n  the total count taken on the first page (decimal text), so later pages never recount
 //   k  the keyset position: the sort values of the last row returned, one per order term (uid last), as
 //      PostgreSQL text (exact: timestamps keep their microseconds)
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { invalidArgument } from "../errors/index.js";
 
 export interface PageTokenPayload {
@@ -27,8 +27,42 @@ const MAC_LENGTH = 32;
 export const MAX_PAGE_TOKEN_LENGTH = 8192;
 export const MIN_SECRET_LENGTH = 16;
 
+const BLOCK = 64; // SHA-256's block size
+/** Each secret's HMAC key pads (RFC 2104), made once: a token's MAC is then two one-shot hashes. */
+const pads = new WeakMap<Uint8Array, { inner: Buffer; outer: Buffer }>();
+
+function padsOf(secret: Uint8Array): { inner: Buffer; outer: Buffer } {
+  let p = pads.get(secret);
+  if (!p) {
+    const key = secret.length > BLOCK ? hash("sha256", secret, "buffer") : secret;
+    const inner = Buffer.alloc(BLOCK, 0x36);
+    const outer = Buffer.alloc(BLOCK, 0x5c);
+    for (let i = 0; i < key.length; i++) {
+      inner[i]! ^= key[i]!;
+      outer[i]! ^= key[i]!;
+    }
+    p = { inner, outer };
+    pads.set(secret, p);
+  }
+  return p;
+}
+
+/**
+ * HMAC-SHA256(secret, LABEL | body), from `buf` = inner pad (64 bytes, filled here) | LABEL | body: the
+ * inner hash is taken over `buf` as it is, so the body is never copied (equal to createHmac's:
+ * test/unit/list.test.ts).
+ */
+function macOver(secret: Uint8Array, buf: Buffer): Buffer {
+  const { inner, outer } = padsOf(secret);
+  inner.copy(buf, 0);
+  const tail = Buffer.allocUnsafe(BLOCK + MAC_LENGTH);
+  outer.copy(tail, 0);
+  hash("sha256", buf, "buffer").copy(tail, BLOCK);
+  return hash("sha256", tail, "buffer");
+}
+
 function mac(secret: Uint8Array, body: Uint8Array): Buffer {
-  return createHmac("sha256", secret).update(LABEL).update(body).digest();
+  return macOver(secret, Buffer.concat([Buffer.alloc(BLOCK), LABEL, body]));
 }
 
 function checkSecret(secret: Uint8Array): void {
@@ -38,8 +72,15 @@ function checkSecret(secret: Uint8Array): void {
 export function encodePageToken(payload: PageTokenPayload, secret: Uint8Array): string {
   checkSecret(secret);
   const json = JSON.stringify({ q: payload.query, s: payload.scope, t: payload.issuedAt, n: payload.total.toString(), k: payload.keys });
-  const body = Buffer.concat([Buffer.of(VERSION), Buffer.from(json, "utf8")]);
-  return Buffer.concat([body, mac(secret, body)]).toString("base64url");
+  // One buffer: the inner pad and label (hashed, not sent), then the token: version | payload | MAC.
+  const start = BLOCK + LABEL.length;
+  const length = Buffer.byteLength(json, "utf8");
+  const buf = Buffer.allocUnsafe(start + 1 + length + MAC_LENGTH);
+  LABEL.copy(buf, BLOCK);
+  buf[start] = VERSION;
+  buf.write(json, start + 1, "utf8");
+  macOver(secret, buf.subarray(0, start + 1 + length)).copy(buf, start + 1 + length);
+  return buf.toString("base64url", start);
 }
 
 function malformed() {
