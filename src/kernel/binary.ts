@@ -12,6 +12,7 @@
 // integers, proto2 required or group fields), and any value a compiled encoder does not expect (a wrong type, an out-of-range integer, unknown
 // fields), sends the whole message through toBinary, which encodes or throws exactly as before.
 import { ScalarType, toBinary, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { Buffer } from "node:buffer";
 
 type Rec = Record<string, unknown>;
 
@@ -57,17 +58,29 @@ function writeVarint(out: Out, n: number): void {
 
 const TWO_53 = 2n ** 53n;
 
+/** The varint size of a non-negative integer below 2^53. */
+function varint53Size(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+/** Writes a non-negative integer below 2^53 as a varint. */
+function writeVarint53(out: Out, n: number): void {
+  const buf = out.buf;
+  while (n >= 0x80) {
+    buf[out.pos++] = (n % 128) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  buf[out.pos++] = n;
+}
+
 function varint64Size(v: bigint): number {
   // Below 2^53 (timestamps' seconds, totals): number arithmetic, BigInt's is several times slower.
-  if (v < TWO_53) {
-    let n = Number(v);
-    let size = 1;
-    while (n >= 0x80) {
-      n = Math.floor(n / 128);
-      size++;
-    }
-    return size;
-  }
+  if (v < TWO_53) return varint53Size(Number(v));
   let size = 1;
   while (v >= 0x80n) {
     v >>= 7n;
@@ -78,15 +91,7 @@ function varint64Size(v: bigint): number {
 
 function writeVarint64(out: Out, v: bigint): void {
   const buf = out.buf;
-  if (v < TWO_53) {
-    let n = Number(v);
-    while (n >= 0x80) {
-      buf[out.pos++] = (n % 128) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    buf[out.pos++] = n;
-    return;
-  }
+  if (v < TWO_53) return writeVarint53(out, Number(v));
   while (v >= 0x80n) {
     buf[out.pos++] = Number(v & 0x7fn) | 0x80;
     v >>= 7n;
@@ -231,6 +236,8 @@ export function createBinaryEncoder(): BinaryEncoder {
 
   function compile(desc: DescMessage): Encoder | null {
     const fields = [...desc.fields].sort((a, b) => a.number - b.number);
+    // Types without oneofs or maps (the list pages and most resources): generated source.
+    if (fields.every((f) => f.oneof === undefined && f.fieldKind !== "map")) return generate(desc, fields);
     const parts: Encoder[] = [];
     for (const f of fields) {
       const part = fieldEncoder(f);
@@ -249,6 +256,127 @@ export function createBinaryEncoder(): BinaryEncoder {
         for (const p of parts) p.write(m, out);
       },
     };
+  }
+
+  /**
+   * A message type's encoder as generated JavaScript (as the REST gateway's JSON writer is generated): each
+   * field read by its own name (monomorphic property loads, where the closures below share one megamorphic
+   * `m[name]`), tag bytes written as constants, strings and bools inline, the other scalars through their
+   * codecs. The same two passes and `sizes` protocol as the closures, so the two kinds nest in each other.
+   * Only JSON.stringify'd names and numbers go into the source; values and functions come in as `d[i]`.
+   * Null when a field's kind is not compiled (as compile).
+   */
+  function generate(desc: DescMessage, fields: readonly DescField[]): Encoder | null {
+    const deps: unknown[] = [];
+    const dep = (value: unknown) => `d[${deps.push(value) - 1}]`;
+    const size: string[] = [];
+    const write: string[] = [];
+    const writeTagSource = (tag: readonly number[]) => tag.map((b) => `buf[out.pos++] = ${b};`).join(" ");
+    for (const f of fields) {
+      if (f.presence !== IMPLICIT && f.presence !== EXPLICIT) return null;
+      const read = `v = m[${JSON.stringify(f.localName)}];`;
+      const explicit = f.presence === EXPLICIT;
+      switch (f.fieldKind) {
+        case "scalar":
+        case "enum": {
+          const codec = f.fieldKind === "enum" ? int32Codec : scalarCodec(f.scalar);
+          if (!codec) return null;
+          const tag = tagBytes(f.number, codec.delimited ? LENGTH_DELIMITED : VARINT);
+          if (codec === stringCodec) {
+            const absent = explicit ? "v === undefined" : `v === ""`;
+            size.push(`${read} if (!(${absent})) { if (typeof v !== "string") fail(); len = Buffer.byteLength(v); sizes.push(len); n += ${tag.length} + varintSize(len) + len; }`);
+            write.push(`${read} if (!(${absent})) { ${writeTagSource(tag)} writeVarint(out, out.sizes[out.next++]); out.pos += buf.write(v, out.pos, "utf8"); }`);
+          } else if (codec === boolCodec) {
+            const absent = explicit ? "v === undefined" : "v === false";
+            size.push(`${read} if (!(${absent})) { if (typeof v !== "boolean") fail(); n += ${tag.length + 1}; }`);
+            write.push(`${read} if (!(${absent})) { ${writeTagSource(tag)} buf[out.pos++] = v ? 1 : 0; }`);
+          } else if (f.fieldKind === "scalar" && (f.scalar === ScalarType.INT64 || f.scalar === ScalarType.UINT64)) {
+            // A bigint in [0, 2^53) (timestamps' seconds, totals) in number arithmetic; any other through the codec.
+            const c = dep(codec);
+            const absent = explicit ? "v === undefined" : "v == 0";
+            const small = "typeof v === \"bigint\" && v >= 0n && v < TWO_53";
+            size.push(`${read} if (!(${absent})) n += ${tag.length} + (${small} ? varint53Size(Number(v)) : ${c}.size(v));`);
+            write.push(`${read} if (!(${absent})) { ${writeTagSource(tag)} if (${small}) writeVarint53(out, Number(v)); else ${c}.write(out, v); }`);
+          } else {
+            const c = dep(codec);
+            const absent = explicit ? "v === undefined" : `${c}.isZero(v)`;
+            if (codec.delimited) {
+              size.push(`${read} if (!(${absent})) { len = ${c}.size(v); sizes.push(len); n += ${tag.length} + varintSize(len) + len; }`);
+              write.push(`${read} if (!(${absent})) { ${writeTagSource(tag)} writeVarint(out, out.sizes[out.next++]); ${c}.write(out, v); }`);
+            } else {
+              size.push(`${read} if (!(${absent})) n += ${tag.length} + ${c}.size(v);`);
+              write.push(`${read} if (!(${absent})) { ${writeTagSource(tag)} ${c}.write(out, v); }`);
+            }
+          }
+          break;
+        }
+        case "message": {
+          if (f.delimitedEncoding) return null;
+          const child = encoderOf(f.message);
+          if (!child) return null;
+          const e = dep(child);
+          const tag = tagBytes(f.number, LENGTH_DELIMITED);
+          size.push(`${read} if (v !== undefined) n += sizeNested(${e}, v, sizes, ${tag.length});`);
+          write.push(`${read} if (v !== undefined) { ${writeTagSource(tag)} writeVarint(out, out.sizes[out.next++]); ${e}.write(v, out); }`);
+          break;
+        }
+        case "list": {
+          const delimited = f.listKind === "message" || f.packed || (f.listKind === "scalar" && (f.scalar === ScalarType.STRING || f.scalar === ScalarType.BYTES));
+          const tag = tagBytes(f.number, delimited ? LENGTH_DELIMITED : VARINT);
+          const list = `${read} if (!Array.isArray(v)) fail();`;
+          if (f.listKind === "message") {
+            if (f.delimitedEncoding) return null;
+            const child = encoderOf(f.message);
+            if (!child) return null;
+            const e = dep(child);
+            size.push(`${list} for (let i = 0; i < v.length; i++) n += sizeNested(${e}, v[i], sizes, ${tag.length});`);
+            write.push(`${read} for (let i = 0; i < v.length; i++) { ${writeTagSource(tag)} writeVarint(out, out.sizes[out.next++]); ${e}.write(v[i], out); }`);
+            break;
+          }
+          const codec = f.listKind === "enum" ? int32Codec : scalarCodec(f.scalar);
+          if (!codec) return null;
+          const c = dep(codec);
+          if (codec.delimited) {
+            size.push(`${list} for (let i = 0; i < v.length; i++) { len = ${c}.size(v[i]); sizes.push(len); n += ${tag.length} + varintSize(len) + len; }`);
+            write.push(`${read} for (let i = 0; i < v.length; i++) { ${writeTagSource(tag)} writeVarint(out, out.sizes[out.next++]); ${c}.write(out, v[i]); }`);
+          } else if (f.packed) {
+            size.push(`${list} if (v.length > 0) { len = 0; for (let i = 0; i < v.length; i++) len += ${c}.size(v[i]); sizes.push(len); n += ${tag.length} + varintSize(len) + len; }`);
+            write.push(`${read} if (v.length > 0) { ${writeTagSource(tag)} writeVarint(out, out.sizes[out.next++]); for (let i = 0; i < v.length; i++) ${c}.write(out, v[i]); }`);
+          } else {
+            size.push(`${list} for (let i = 0; i < v.length; i++) n += ${tag.length} + ${c}.size(v[i]);`);
+            write.push(`${read} for (let i = 0; i < v.length; i++) { ${writeTagSource(tag)} ${c}.write(out, v[i]); }`);
+          }
+          break;
+        }
+        default:
+          return null;
+      }
+    }
+    const source = [
+      "return {",
+      "  size(m, sizes) {",
+      "    const u = m.$unknown; if (u !== undefined && u.length > 0) fail();",
+      "    let n = 0, v, len;",
+      ...size.map((l) => "    " + l),
+      "    return n;",
+      "  },",
+      "  write(m, out) {",
+      "    const buf = out.buf; let v;",
+      ...write.map((l) => "    " + l),
+      "  },",
+      "};",
+    ].join("\n");
+    return new Function("d", "fail", "varintSize", "writeVarint", "varint53Size", "writeVarint53", "TWO_53", "sizeNested", "Buffer", source)(
+      deps,
+      fail,
+      varintSize,
+      writeVarint,
+      varint53Size,
+      writeVarint53,
+      TWO_53,
+      sizeNested,
+      Buffer,
+    ) as Encoder;
   }
 
   /** Sizes a nested message, noting its size before its contents' notes. */

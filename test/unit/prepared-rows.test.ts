@@ -48,7 +48,7 @@ describe("compiled row mapper", () => {
 });
 
 describe("timestamptz text to Date", () => {
-  const drizzleDecode = (text: string) => tags.createTime.mapFromDriverValue(text);
+  const drizzleDecode = (text: string) => tags.createTime.mapFromDriverValue(text) as Date;
   const pad = (n: number, w: number) => String(n).padStart(w, "0");
 
   it("gives Drizzle's Date for PostgreSQL's output format: any fraction length, offsets with and without minutes", () => {
