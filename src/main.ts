@@ -159,7 +159,7 @@ async function main(): Promise<void> {
       ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     }),
   });
-  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls });
+  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls, errorDomain: config.serviceDomain });
   const { delivery, ...deliveryOptions } = config.events;
   const events = delivery
     ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks, listen: database.listen, options: deliveryOptions })

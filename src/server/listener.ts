@@ -6,6 +6,8 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
+import { registry } from "../kernel/descriptors.js";
+import { malformedHttpRequest, requestHeadersTooLarge, toRestError } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
 
 export type RequestHandler = (
@@ -17,6 +19,8 @@ export interface ListenOptions {
   port: number;
   host: string;
   tls?: { cert: Buffer; key: Buffer } | undefined;
+  /** The service domain, for the ErrorInfo of requests refused before any handler saw them (config.serviceDomain). */
+  errorDomain: string;
 }
 
 export interface Listener {
@@ -28,14 +32,22 @@ export interface Listener {
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const MAX_HEADER_BYTES = 64 * 1024;
 
-/** A malformed HTTP/1.1 request: answer with a status when the socket still can, then close it. */
-function answerClientError(err: Error & { code?: string }, socket: net.Socket): void {
-  if (socket.writable && !socket.destroyed) {
-    const status = err.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
-    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
-  } else {
+/**
+ * A malformed HTTP/1.1 request, or one whose headers are over the limit: answered, when the socket still can
+ * be, with a google.rpc.Status as every other REST error (431 REQUEST_HEADERS_TOO_LARGE or 400
+ * MALFORMED_HTTP_REQUEST), then closed.
+ */
+function answerClientError(err: Error & { code?: string }, socket: net.Socket, domain: string): void {
+  if (!socket.writable || socket.destroyed) {
     socket.destroy();
+    return;
   }
+  const refusal = err.code === "HPE_HEADER_OVERFLOW" ? requestHeadersTooLarge(MAX_HEADER_BYTES) : malformedHttpRequest();
+  const rest = toRestError(refusal, domain, registry);
+  const body = Buffer.from(rest.body);
+  socket.end(
+    `HTTP/1.1 ${rest.status} ${http.STATUS_CODES[rest.status] ?? ""}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${body.byteLength}\r\n\r\n${rest.body}`,
+  );
 }
 const TLS_HANDSHAKE = 0x16;
 const SNIFF_TIMEOUT_MS = 10_000;
@@ -77,7 +89,7 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       if (closing) session.close(); // a connection accepted before the close, classified after it
     });
   }
-  for (const s of [h1, h2c, tls]) s?.on("clientError", answerClientError);
+  for (const s of [h1, h2c, tls]) s?.on("clientError", (err: Error, socket: net.Socket) => answerClientError(err, socket, opts.errorDomain));
 
   // noDelay: the HTTP servers turn Nagle's algorithm off only on connections they accept themselves; on these,
   // handed over, a response written in several pieces (gRPC: headers, data, trailers) waited for the peer's

@@ -48,7 +48,7 @@ describe("cleartext port", () => {
   let listener: Listener;
   beforeAll(async () => {
     setLogLevel("silent");
-    listener = await listen(handler, { port: 0, host: "127.0.0.1" });
+    listener = await listen(handler, { port: 0, host: "127.0.0.1", errorDomain: "platform.local" });
   });
   afterAll(() => listener.close(500));
 
@@ -97,7 +97,7 @@ describe("with a certificate", () => {
       "-subj", "/CN=localhost", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
     ], { stdio: "ignore" });
     const tls = { cert: readFileSync(join(dir, "cert.pem")), key: readFileSync(join(dir, "key.pem")) };
-    listener = await listen(handler, { port: 0, host: "127.0.0.1", tls });
+    listener = await listen(handler, { port: 0, host: "127.0.0.1", tls, errorDomain: "platform.local" });
   });
   afterAll(async () => {
     await listener.close(500);
@@ -129,7 +129,7 @@ describe("oversized and malformed HTTP/1.1 requests", () => {
   let listener: Listener;
   beforeAll(async () => {
     setLogLevel("silent");
-    listener = await listen(handler, { port: 0, host: "127.0.0.1" });
+    listener = await listen(handler, { port: 0, host: "127.0.0.1", errorDomain: "platform.local" });
   });
   afterAll(() => listener.close(500));
 
@@ -138,15 +138,49 @@ describe("oversized and malformed HTTP/1.1 requests", () => {
     expect(res.status).toBe(200);
   });
 
-  it("headers beyond that get 431, not a dropped connection", async () => {
+  it("headers beyond that get 431 with a google.rpc.Status, not a dropped connection", async () => {
     const res = await fetch(`http://127.0.0.1:${listener.address.port}/huge`, { headers: { authorization: `Bearer ${"a".repeat(100_000)}` } });
     expect(res.status).toBe(431);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    expect(await res.json()).toEqual({
+      code: 8,
+      message: "Request line and headers exceed the limit of 65536 bytes",
+      details: [
+        {
+          "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+          reason: "REQUEST_HEADERS_TOO_LARGE",
+          domain: "platform.local",
+          metadata: { limitBytes: "65536" },
+        },
+      ],
+    });
+  });
+
+  it("a URL with its query over the limit (e.g. thousands of filter values) gets the same 431", async () => {
+    const query = Array.from({ length: 5000 }, (_, i) => `ids=${"u".repeat(20)}${i}`).join("&");
+    const res = await fetch(`http://127.0.0.1:${listener.address.port}/registry/v2/tags?${query}`);
+    expect(res.status).toBe(431);
+    expect(((await res.json()) as { details: { reason: string }[] }).details[0]!.reason).toBe("REQUEST_HEADERS_TOO_LARGE");
+  });
+
+  it("a request the HTTP/1.1 parser cannot read gets 400 with a google.rpc.Status", async () => {
+    const text = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(listener.address.port, "127.0.0.1", () => socket.write("GET /x HTTP/1.1\r\nhost: a\r\nbad header line\r\n\r\n"));
+      let got = "";
+      socket.on("data", (c) => (got += c));
+      socket.on("end", () => resolve(got));
+      socket.on("error", reject);
+    });
+    expect(text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    const body = JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)) as { code: number; details: { reason: string }[] };
+    expect(body.code).toBe(3);
+    expect(body.details[0]!.reason).toBe("MALFORMED_HTTP_REQUEST");
   });
 });
 
 describe("closing", () => {
   it("closes idle keep-alive HTTP/1.1 connections at once, without waiting for the grace period", async () => {
-    const l = await listen(handler, { port: 0, host: "127.0.0.1" });
+    const l = await listen(handler, { port: 0, host: "127.0.0.1", errorDomain: "platform.local" });
     const agent = new http.Agent({ keepAlive: true });
     const got = await new Promise<string>((resolve, reject) => {
       http.get({ host: "127.0.0.1", port: l.address.port, path: "/idle", agent }, (res) => {

@@ -50,7 +50,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   await ensureManagedRoles(database.db);
   // Listen first: the issuer URL is the server's own address.
   const late: { app?: App } = {};
-  const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1" });
+  const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1", errorDomain: opts.serviceDomain ?? "platform.test" });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
   const { externalOptions, delivery, ...appOpts } = opts;

@@ -161,6 +161,18 @@ export function methodNotAllowed(verb: string, path: string, allowed: readonly s
   ]);
 }
 
+/** The request line and headers are over the listener's limit: RESOURCE_EXHAUSTED, answered 431. */
+export function requestHeadersTooLarge(limit: number): ConnectError {
+  return new ConnectError(`Request line and headers exceed the limit of ${limit} bytes`, Code.ResourceExhausted, undefined, [
+    errorInfo("REQUEST_HEADERS_TOO_LARGE", { limitBytes: String(limit) }),
+  ]);
+}
+
+/** The HTTP/1.1 parser refused the request before any route saw it: INVALID_ARGUMENT, answered 400. */
+export function malformedHttpRequest(): ConnectError {
+  return new ConnectError("Malformed HTTP/1.1 request", Code.InvalidArgument, undefined, [errorInfo("MALFORMED_HTTP_REQUEST")]);
+}
+
 /** The request body is over the cap: RESOURCE_EXHAUSTED, answered 413. */
 export function payloadTooLarge(limit: number): ConnectError {
   return new ConnectError(`Request body exceeds the limit of ${limit} bytes`, Code.ResourceExhausted, undefined, [

@@ -35,6 +35,7 @@ export function httpStatusOf(code: Code): number {
 const httpStatusByReason: Record<string, number> = {
   METHOD_NOT_ALLOWED: 405,
   PAYLOAD_TOO_LARGE: 413,
+  REQUEST_HEADERS_TOO_LARGE: 431,
   UNSUPPORTED_MEDIA_TYPE: 415,
   HTTP_VERSION_NOT_SUPPORTED: 505,
 };
