@@ -2,6 +2,8 @@
 // the schema constrains is checked, and a problem names its path from the record's root
 // (`references[2].type: unknown type "FOO"`). Fields the schema may add later are ignored, as the schema's
 // own evolution rules expect readers to do.
+import { isRecord } from "../kernel/records.js";
+
 const OSV_SEVERITY_TYPES = ["CVSS_V2", "CVSS_V3", "CVSS_V4", "Ubuntu"] as const;
 const OSV_REFERENCE_TYPES = ["ADVISORY", "ARTICLE", "DETECTION", "DISCUSSION", "REPORT", "FIX", "INTRODUCED", "GIT", "PACKAGE", "EVIDENCE", "WEB"] as const;
 const RANGE_TYPES = ["ECOSYSTEM", "SEMVER", "GIT"] as const;
@@ -39,9 +41,7 @@ const BLANK_OR_CONTROL = /[\s\u0000-\u001f\u007f]/;
 
 type Json = Record<string, unknown>;
 
-function isObject(v: unknown): v is Json {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+const isObject: (v: unknown) => v is Json = isRecord;
 
 function describe(v: unknown): string {
   if (v === null) return "null";

@@ -32,6 +32,7 @@ import {
 import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import type { AdvisoryEventRow, OsvRecordRow, OsvReference, OsvSeverity } from "../db/schema/index.js";
 import type { DocumentAdvisoryRow, FixedAdvisoryRow } from "./security-advisory.store.js";
+import { isRecord } from "../kernel/records.js";
 
 /**
  * DocumentAdvisory.package_namespace: the namespace of the packages the advisory documents describe. The
@@ -53,7 +54,7 @@ function text(data: Data | undefined, ...keys: string[]): string {
 }
 
 function object(v: unknown): Data | undefined {
-  return typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Data) : undefined;
+  return isRecord(v) ? v : undefined;
 }
 
 function falsePositiveType(kebab: string): FalsePositiveDetermination_Type {

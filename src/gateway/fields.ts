@@ -4,6 +4,7 @@
 // request root, so the path is found by trying the keys one at a time).
 import { fromJson, type DescField, type DescMessage, type JsonObject, type JsonReadOptions, type JsonValue } from "@bufbuild/protobuf";
 import type { FieldViolation } from "../kernel/errors/index.js";
+import { isRecord } from "../kernel/records.js";
 
 const fieldsByName = new WeakMap<DescMessage, Map<string, DescField>>();
 
@@ -23,9 +24,8 @@ export function isWellKnown(desc: DescMessage): boolean {
   return desc.typeName.startsWith("google.protobuf.");
 }
 
-export function isPlainObject(value: unknown): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
+/** A JSON object (kernel/records.ts's check, typed for JSON values). */
+export const isPlainObject = isRecord as (value: unknown) => value is JsonObject;
 
 /** Joins a dotted field path: ("", "repo") -> "repo"; ("repo", "name") -> "repo.name". */
 export function joinPath(prefix: string, name: string): string {

@@ -337,7 +337,7 @@ export function insert(tree: JsonObject, fields: readonly DescField[], value: Js
   for (let i = 0; i < fields.length - 1; i++) {
     const name = fields[i]!.jsonName;
     const next = node[name];
-    if (typeof next === "object" && next !== null && !Array.isArray(next)) {
+    if (isPlainObject(next)) {
       node = next;
     } else {
       const created: JsonObject = {};

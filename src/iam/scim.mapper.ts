@@ -8,6 +8,7 @@
 // columns follow: name from userName (to the identity name pattern), email from the primary email.
 import type { IdentityRow } from "../db/schema/index.js";
 import { matchesScimFilter, ScimFilterError, parseScimFilter, type ScimFilter } from "./scim.filter.js";
+import { isRecord } from "../kernel/records.js";
 
 export const USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User";
 export const LIST_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse";
@@ -49,7 +50,7 @@ export interface ScimUserFields {
 /** Attributes the server owns: never stored from a body, never a PATCH target. */
 const READ_ONLY = new Set(["id", "meta", "schemas"]);
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const isObject = isRecord;
 
 /** The key of `obj` matching `name` case-insensitively (attribute names are case-insensitive, RFC 7643 2.1). */
 function keyOf(obj: Record<string, unknown>, name: string): string | undefined {

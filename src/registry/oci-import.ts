@@ -19,6 +19,7 @@ import { isValidDigest } from "./tag-kind.js";
 import { createManifestStore } from "./images.store.js";
 import { createRepoStore } from "./repos.store.js";
 import { createTagStore } from "./tags.store.js";
+import { isRecord } from "../kernel/records.js";
 
 export const MEDIA_TYPES = {
   ociManifest: "application/vnd.oci.image.manifest.v1+json",
@@ -111,9 +112,6 @@ function blobPath(dir: string, digest: string): string {
   return join(dir, "blobs", "sha256", digest.slice("sha256:".length));
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function parseJson(text: Buffer, what: string): unknown {
   try {

@@ -24,12 +24,13 @@ import { timestampOf } from "../kernel/timestamp.js";
 import type { AdvisoryEventRow, OsvSeverity } from "../db/schema/index.js";
 import type { AdvisoryWithEvents } from "./advisories.store.js";
 import { falsePositiveTypes } from "./document.js";
+import { isRecord } from "../kernel/records.js";
 
 type Data = Record<string, unknown>;
 type EventType = NonNullable<MessageInitShape<typeof AdvisoryEventSchema>["type"]>;
 
 const str = (d: Data | undefined, key: string): string => (typeof d?.[key] === "string" ? (d[key] as string) : "");
-const mapping = (v: unknown): Data | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Data) : undefined);
+const mapping = (v: unknown): Data | undefined => (isRecord(v) ? v : undefined);
 
 function eventType(type: number, d: Data): EventType {
   const note = str(d, "note");

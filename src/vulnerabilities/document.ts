@@ -16,6 +16,7 @@
 //   knows, and nothing the file said is lost.
 import { parse } from "yaml";
 import { AdvisoryEvent_FalsePositiveDetermination_Type as FalsePositiveType, EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
+import { isRecord } from "../kernel/records.js";
 
 /** The event types of the format, as the EventTypeFilter values stored in advisory_events.type. */
 export const eventTypes: Readonly<Record<string, EventTypeFilter>> = {
@@ -96,9 +97,7 @@ const NAME = /^[^\s:/]+$/;
 
 type Mapping = Record<string, unknown>;
 
-function isMapping(v: unknown): v is Mapping {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+const isMapping: (v: unknown) => v is Mapping = isRecord;
 
 function fail(path: string, description: string): never {
   throw new AdvisoryDocumentError(path, description);
