@@ -20,12 +20,13 @@ import {
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { type Interceptor } from "@connectrpc/connect";
 import { httpRuleOf } from "../kernel/descriptors.js";
-import { CallControl, CLIENT_GONE, clientGone, invokeInProcess, procedureOf, type UnaryImplSpec } from "../kernel/invoke.js";
+import { CallControl, cappedGrpcTimeoutMs, CLIENT_GONE, clientGone, invokeInProcess, procedureOf, type UnaryImplSpec } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import {
   bearerChallenge,
   errorDomainOf,
   invalidArgument,
+  malformedTimeout,
   methodNotAllowed,
   payloadTooLarge,
   routeNotFound,
@@ -55,6 +56,11 @@ export interface RestGatewayOptions {
   serviceDomain: string;
   /** Largest request body read, in bytes (default 4 MiB); larger -> 413. */
   maxBodyBytes?: number;
+  /**
+   * The server's deadline of a call (REQUEST_TIMEOUT_MS). A client may ask for a shorter one with a
+   * grpc-timeout header, as grpc-gateway reads it; a longer one leaves the server's.
+   */
+  requestTimeoutMs: number;
 }
 
 export interface RestRoute {
@@ -159,6 +165,9 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     record: RequestRecord | undefined,
   ): Promise<{ header: Headers; body: string }> {
     const spec = specs.get(procedureOf(b.method))!;
+    const timeout = req.headers["grpc-timeout"];
+    const timeoutMs = cappedGrpcTimeoutMs(timeout, opts.requestTimeoutMs);
+    if (Number.isNaN(timeoutMs)) throw malformedTimeout("grpc-timeout", String(timeout));
     // The headers a call over Connect JSON would carry, as interceptors and handlers see them: the client's
     // but hop-by-hop, host, content and protocol headers.
     const requestHeader = callHeaders(req.headers, isProtocolHeader);
@@ -167,7 +176,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     const contextValues = callContextValues(req, record);
     const result = await invokeInProcess(
       spec,
-      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, control, requestHeader, contextValues },
+      { method: b.method, protocolName: "rest", requestMethod: b.verb, url: `http://rest-gateway.internal/${procedureOf(b.method)}`, control, timeoutMs, requestHeader, contextValues },
       message,
       interceptors,
     );

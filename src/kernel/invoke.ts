@@ -53,6 +53,26 @@ export const callControlKey = createContextKey<CallControl | undefined>(undefine
 /** The error a call answers when the deadline its client set passes. */
 export const clientDeadlinePassed = (): ConnectError => deadlineExceeded("The call did not complete within the deadline the client set");
 
+const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
+
+/** A grpc-timeout header's value in ms (the gRPC protocol's form: up to 8 digits and a unit); undefined when malformed. */
+function grpcTimeoutMs(value: string): number | undefined {
+  const match = GRPC_TIMEOUT.exec(value);
+  return match ? Number(match[1]) * GRPC_UNIT_MS[match[2]!]! : undefined;
+}
+
+/**
+ * The client's grpc-timeout as the call keeps it: undefined when there is none or when the server's own
+ * deadline (`maxMs`) is no longer (the server's then governs), NaN when it is malformed, else its ms.
+ */
+export function cappedGrpcTimeoutMs(value: string | string[] | undefined, maxMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = typeof value === "string" ? grpcTimeoutMs(value) : undefined;
+  if (ms === undefined) return NaN;
+  return ms >= maxMs ? undefined : ms;
+}
+
 /**
  * How an in-process call is cut short (its client goes away, a deadline passes), and its signal. The signal
  * (an AbortController) is made only when something reads it, and aborted at the end only if made: making a

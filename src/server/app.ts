@@ -257,6 +257,7 @@ export function createApp(deps: AppDeps): App {
     registry,
     serviceDomain: deps.serviceDomain,
     maxBodyBytes: limits.maxRequestBytes,
+    requestTimeoutMs: limits.requestTimeoutMs,
   });
 
   // The whole server ("") is NOT_SERVING while its database does not answer. PostgreSQL is probed every

@@ -6,7 +6,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { deadlineExceeded } from "../kernel/errors/index.js";
-import { CallControl, callControlKey, clientDeadlinePassed } from "../kernel/invoke.js";
+import { CallControl, callControlKey, cappedGrpcTimeoutMs, clientDeadlinePassed } from "../kernel/invoke.js";
 
 /**
  * The deadline interceptor (after the error boundary, before authentication, so the whole call is bounded).
@@ -48,26 +48,6 @@ function abortReason(reason: unknown): ConnectError {
     return reason.code === Code.DeadlineExceeded ? clientDeadlinePassed() : reason;
   }
   return new ConnectError("The client canceled the call", Code.Canceled);
-}
-
-const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
-const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 1e-3, n: 1e-6 };
-
-/** A grpc-timeout header's value in ms (the gRPC protocol's form: up to 8 digits and a unit); undefined when malformed. */
-function grpcTimeoutMs(value: string): number | undefined {
-  const match = GRPC_TIMEOUT.exec(value);
-  return match ? Number(match[1]) * GRPC_UNIT_MS[match[2]!]! : undefined;
-}
-
-/**
- * The client's grpc-timeout as the call keeps it: undefined when there is none or when the server's own
- * deadline (`maxMs`) is no longer (the server's then governs), NaN when it is malformed, else its ms.
- */
-export function cappedGrpcTimeoutMs(value: string | string[] | undefined, maxMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const ms = typeof value === "string" ? grpcTimeoutMs(value) : undefined;
-  if (ms === undefined) return NaN;
-  return ms >= maxMs ? undefined : ms;
 }
 
 /**

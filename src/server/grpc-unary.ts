@@ -15,10 +15,9 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { errorDomainOf } from "../kernel/errors/index.js";
 import { createBinaryEncoder } from "../kernel/binary.js";
-import { CallControl, CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
+import { CallControl, cappedGrpcTimeoutMs, CLIENT_GONE, invokeInProcess, type UnaryImplSpec } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import { log } from "../kernel/log.js";
-import { cappedGrpcTimeoutMs } from "./deadline.js";
 import { isClientGone } from "./observe.js";
 import { encodeGrpcMessage, publicError } from "./protocol-errors.js";
 

@@ -107,6 +107,20 @@ describe("the client's deadline", () => {
     expect(late).toMatchObject({ status: "4", message: expect.stringMatching(/deadline of 1500 ms/) });
   });
 
+  it("REST: a shorter grpc-timeout is honoured (as grpc-gateway reads it), a longer one capped, a malformed one refused", async () => {
+    const ping = (headers: Record<string, string>) => fetch(`${server.baseUrl}/ping/v2/ping`, { headers });
+    const short = await ping({ "grpc-timeout": "200m", "x-test-stall-ms": String(STALL_MS) });
+    expect(short.status).toBe(504);
+    expect(await short.json()).toMatchObject({ code: 4, message: expect.stringMatching(/deadline the client set/), details: [expect.objectContaining({ reason: "DEADLINE_EXCEEDED" })] });
+    const long = await ping({ "grpc-timeout": "99999999H", "x-test-stall-ms": "200" });
+    expect(long.status).toBe(200);
+    const capped = await ping({ "grpc-timeout": "99999999H", "x-test-stall-ms": String(STALL_MS) });
+    expect(await capped.json()).toMatchObject({ code: 4, message: expect.stringMatching(/deadline of 1500 ms/) });
+    const malformed = await ping({ "grpc-timeout": "soon" });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ code: 3, details: [expect.objectContaining({ reason: "MALFORMED_TIMEOUT", metadata: expect.objectContaining({ header: "grpc-timeout" }) })] });
+  });
+
   it("Connect: a longer connect-timeout-ms is capped to the server's", async () => {
     const res = await fetch(`${server.baseUrl}/chainguard.platform.ping.v2.PingService/Ping`, {
       method: "POST",

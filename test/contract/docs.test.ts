@@ -2,6 +2,7 @@
 // of Swagger UI, all served by the server itself.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "node:http";
+import http2 from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { createOpenApiDocument } from "../../src/gateway/openapi.js";
 import { servedMethods } from "../../src/kernel/descriptors.js";
@@ -107,5 +108,41 @@ describe("/docs", () => {
     expect(JSON.parse(missing.body.toString("utf8"))).toMatchObject({ code: 5, details: [expect.objectContaining({ reason: "ROUTE_NOT_FOUND" })] });
     const outside = await get("/docs/..%2Fpackage.json");
     expect(outside.status).toBe(404);
+  });
+});
+
+describe("over HTTP/2 cleartext (h2c), as a gRPC client's connection reads them", () => {
+  /** A GET on an h2c session: status, headers and body. */
+  function h2Get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }> {
+    return new Promise((resolve, reject) => {
+      const session = http2.connect(server.baseUrl);
+      session.on("error", reject);
+      const stream = session.request({ ":path": path, ...headers });
+      const chunks: Buffer[] = [];
+      let head: http2.IncomingHttpHeaders = {};
+      stream.on("response", (h) => (head = h));
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => {
+        session.close();
+        resolve({ status: Number(head[":status"]), headers: head, body: Buffer.concat(chunks) });
+      });
+      stream.on("error", reject);
+      stream.end();
+    });
+  }
+
+  it("serves /openapi.json (gzipped when asked), /docs and its files", async () => {
+    const doc = await h2Get("/openapi.json");
+    expect(doc.status).toBe(200);
+    expect(JSON.parse(doc.body.toString("utf8"))).toEqual(createOpenApiDocument({ methods: servedMethods }));
+    const zipped = await h2Get("/openapi.json", { "accept-encoding": "gzip" });
+    expect(zipped.headers["content-encoding"]).toBe("gzip");
+    expect(gunzipSync(zipped.body).equals(doc.body)).toBe(true);
+    const page = await h2Get("/docs");
+    expect(page.status).toBe(200);
+    expect(page.body.toString("utf8")).toContain("swagger-ui");
+    const css = await h2Get("/docs/swagger-ui.css");
+    expect(css.status).toBe(200);
+    expect(css.body.length).toBeGreaterThan(1000);
   });
 });

@@ -196,6 +196,17 @@ describe("/metrics", () => {
       expect(res.status).toBe(200);
       expect(await res.text()).toMatch(/^apiserver_requests_total\{/m);
       expect((await fetch(`${base}/`)).status).toBe(404);
+      // Read-only: HEAD answers without a body; any other method is refused with Allow.
+      const head = await fetch(`${base}/metrics`, { method: "HEAD" });
+      expect(head.status).toBe(200);
+      expect(await head.text()).toBe("");
+      const post = await fetch(`${base}/metrics`, { method: "POST", body: "x" });
+      expect(post.status).toBe(405);
+      expect(post.headers.get("allow")).toBe("GET, HEAD");
+      // On the API port too, once the token is accepted.
+      const api = await fetch(`${server.baseUrl}/metrics`, { method: "DELETE", headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+      expect(api.status).toBe(405);
+      expect(api.headers.get("allow")).toBe("GET, HEAD");
     } finally {
       await listener.close();
     }

@@ -85,7 +85,7 @@ let base: string;
 
 beforeAll(async () => {
   setLogLevel("silent");
-  gateway = createRestGateway({ implementations: unaryImplementationsOf(routes), interceptors: [createErrorBoundary("test.local"), recorder], methods: apiMethods, registry, serviceDomain: "test.local" });
+  gateway = createRestGateway({ implementations: unaryImplementationsOf(routes), interceptors: [createErrorBoundary("test.local"), recorder], methods: apiMethods, registry, serviceDomain: "test.local", requestTimeoutMs: 30_000 });
   server = createServer((req, res) => void gateway.handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -173,6 +173,16 @@ export function malformedHttpRequest(): ConnectError {
   return new ConnectError("Malformed HTTP/1.1 request", Code.InvalidArgument, undefined, [errorInfo("MALFORMED_HTTP_REQUEST")]);
 }
 
+/** A timeout header the client sent that cannot be read: INVALID_ARGUMENT (REST's grpc-timeout). */
+export function malformedTimeout(header: string, value: string): ConnectError {
+  return new ConnectError(
+    `The ${header} header ${JSON.stringify(value)} is malformed: up to 8 digits and a unit (H, M, S, m, u or n), for example 500m`,
+    Code.InvalidArgument,
+    undefined,
+    [errorInfo("MALFORMED_TIMEOUT", { header })],
+  );
+}
+
 /** The request body is over the cap: RESOURCE_EXHAUSTED, answered 413. */
 export function payloadTooLarge(limit: number): ConnectError {
   return new ConnectError(`Request body exceeds the limit of ${limit} bytes`, Code.ResourceExhausted, undefined, [
