@@ -10,9 +10,13 @@
 //   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--built] [--top N]   (PostgreSQL too; the server under
 //     --cpu-prof for Ping, ListTags, GetRepo and a ListAdvisories lookup, its profile summarised by package and
 //     function; --only TEXT: the targets whose name contains TEXT)
+//   BENCH_BEFORE_ROOT=<checkout> npm run bench -- ab [--pairs 15] [--seconds 1] [--tags 100000] [--only TEXT]
+//     (PostgreSQL too; the code before a change against this one, in alternating pairs: the median ratio of
+//     server CPU per request)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
+import { benchAb } from "./ab.js";
 import { benchAdvisoryDocuments } from "./advisory-documents.js";
 import { benchAdvisories } from "./advisories.js";
 import { benchColdStart } from "./cold-start.js";
@@ -24,7 +28,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -48,6 +52,7 @@ try {
       rounds: { type: "string" },
       built: { type: "boolean", default: false },
       top: { type: "string" },
+      pairs: { type: "string", default: "15" },
     },
   });
 } catch (err) {
@@ -70,7 +75,10 @@ const files = Number(values.files);
 const listAdvisories = Number(values["list-advisories"]);
 const runs = Number(values.runs);
 const top = values.top === undefined ? undefined : Number(values.top);
+const pairs = Number(values.pairs);
 if (
+  !Number.isInteger(pairs) ||
+  pairs < 1 ||
   (top !== undefined && (!Number.isInteger(top) || top < 1)) ||
   !Number.isInteger(files) ||
   files < 1 ||
@@ -106,10 +114,12 @@ const benches: Record<string, () => Promise<void>> = {
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
+  ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
-// With no name, every benchmark but the soak (it takes ten minutes: name it) and the profile.
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile");
+// With no name, every benchmark but the soak (it takes ten minutes: name it), the profile and ab (it needs
+// BENCH_BEFORE_ROOT).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "ab");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {
