@@ -10,19 +10,13 @@
 // a second apart, in alternating order (after-before, then before-after), so a drift of the machine moves both
 // sides of a pair alike and cancels in its ratio.
 import postgres from "postgres";
-import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { ListTagsRequestSchema } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { openPostgres } from "../src/db/client.js";
-import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { BENCH_APPLICATION, processCpu } from "./cpu.js";
 import { withScratchDatabase } from "./database.js";
-import { grpcMessageSender, grpcSender, http1Sender, measure, say, type Send } from "./load.js";
+import { measure, say } from "./load.js";
 import { startApiServer } from "./processes.js";
-import { seed } from "./registry.js";
-
-const ISSUER = "https://bench.registry.invalid";
-const PAGE = 50;
+import { BENCH_ISSUER, seedRegistryCalls } from "./registry-calls.js";
 
 export interface AbOptions {
   pairs: number;
@@ -46,22 +40,10 @@ export async function benchAb(opts: AbOptions): Promise<void> {
   await withScratchDatabase("bench_ab", async (url) => {
     const database = await openPostgres(url, { max: 2 });
     const sqlc = postgres(url, { max: 2, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
-    const env = { DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn", METRICS_ADDR: "off" };
+    const env = { DATABASE_URL: url, ISSUER_URL: BENCH_ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn", METRICS_ADDR: "off" };
     const servers: { stop(): Promise<void> }[] = [];
     try {
-      const seeded = await seed(sqlc, database, { tags: opts.tags, seconds: 0, concurrency: 0, keepIndexes: false });
-      const keys = await createKeyStore(database.db);
-      const { token } = await mintToken(keys, { issuer: ISSUER, subject: seeded.identityUid, audience: ISSUER, ttlSeconds: 3600 });
-      const auth = { authorization: `Bearer ${token}` };
-      const repo = seeded.repoUid;
-      const listRequest = { uidp: { childrenOf: repo }, orderBy: "uid", pageSize: PAGE };
-      const targets: [string, (port: number) => () => Send][] = [
-        ["ListTags page 1 (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.TagsService/ListTags", ListTagsRequestSchema, listRequest, auth)],
-        ["ListTags page 1 (REST)", (port) => http1Sender(port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repo)}&order_by=uid&page_size=${PAGE}`, undefined, auth)],
-        ["GetRepo (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.ReposService/GetRepo", GetRepoRequestSchema, { uid: repo }, auth)],
-        ["GetRepo (REST)", (port) => http1Sender(port, "GET", `/registry/v2/repos/${repo}`, undefined, auth)],
-        ["Ping (gRPC)", (port) => grpcSender(port, "/chainguard.platform.ping.v2.PingService/Ping")],
-      ];
+      const { targets } = await seedRegistryCalls(sqlc, database, opts.tags);
       const after = await startApiServer(env, { quiet: true });
       servers.push(after);
       const before = await startApiServer(env, { quiet: true, root: beforeRoot });

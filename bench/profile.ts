@@ -16,20 +16,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { ListAdvisoriesRequestSchema } from "../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
-import { GetRepoRequestSchema } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
-import { ListTagsRequestSchema } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { openPostgres } from "../src/db/client.js";
-import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { BENCH_APPLICATION, processCpu } from "./cpu.js";
 import { withScratchDatabase } from "./database.js";
-import { grpcMessageSender, grpcSender, http1Sender, measure, type Send } from "./load.js";
+import { grpcMessageSender, measure } from "./load.js";
 import { startApiServer } from "./processes.js";
-import { seed } from "./registry.js";
 import { generateRows } from "./advisories.js";
+import { BENCH_ISSUER, seedRegistryCalls, type Target } from "./registry-calls.js";
 import { build } from "../scripts/build.js";
 
-const ISSUER = "https://bench.registry.invalid";
 const PAGE = 50;
 
 export interface ProfileOptions {
@@ -121,21 +117,12 @@ export async function benchProfile(opts: ProfileOptions): Promise<void> {
     const database = await openPostgres(url, { max: 2 });
     const sqlc = postgres(url, { max: 2, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
     try {
-      const seeded = await seed(sqlc, database, { tags: opts.tags, seconds: 0, concurrency: 0, keepIndexes: false });
+      const { auth, targets: registryTargets } = await seedRegistryCalls(sqlc, database, opts.tags);
       // Advisories too (bench/advisories.ts's generated rows), for the index lookups of ListAdvisories.
       await generateRows(sqlc, 30_000);
       const [one] = await sqlc<{ id: string }[]>`select advisory_id as id from advisories order by uid limit 1`;
-      const keys = await createKeyStore(database.db);
-      const { token } = await mintToken(keys, { issuer: ISSUER, subject: seeded.identityUid, audience: ISSUER, ttlSeconds: 3600 });
-      const auth = { authorization: `Bearer ${token}` };
-      const repo = seeded.repoUid;
-      const listRequest = { uidp: { childrenOf: repo }, orderBy: "uid", pageSize: PAGE };
-      const targets: [string, (port: number) => () => Send][] = [
-        ["Ping (gRPC)", (port) => grpcSender(port, "/chainguard.platform.ping.v2.PingService/Ping")],
-        ["ListTags page 1 (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.TagsService/ListTags", ListTagsRequestSchema, listRequest, auth)],
-        ["ListTags page 1 (REST)", (port) => http1Sender(port, "GET", `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repo)}&order_by=uid&page_size=${PAGE}`, undefined, auth)],
-        ["GetRepo (gRPC)", (port) => grpcMessageSender(port, "/chainguard.platform.registry.v2.ReposService/GetRepo", GetRepoRequestSchema, { uid: repo }, auth)],
-        ["GetRepo (REST)", (port) => http1Sender(port, "GET", `/registry/v2/repos/${repo}`, undefined, auth)],
+      const targets: Target[] = [
+        ...registryTargets,
         [
           "ListAdvisories advisory_ids (1) (gRPC)",
           (port) => grpcMessageSender(port, "/chainguard.platform.vulnerabilities.v2.AdvisoriesService/ListAdvisories", ListAdvisoriesRequestSchema, { advisoryIds: [one!.id], pageSize: PAGE }, auth),
@@ -150,7 +137,7 @@ export async function benchProfile(opts: ProfileOptions): Promise<void> {
       for (const [name, sender] of targets.filter(([n]) => !only || n.toLowerCase().includes(only))) {
         const dir = mkdtempSync(join(tmpdir(), "bench-profile-"));
         const api = await startApiServer(
-          { DATABASE_URL: url, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" },
+          { DATABASE_URL: url, ISSUER_URL: BENCH_ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" },
           { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`], ...(built ? { built } : {}) },
         );
         let result;

@@ -51,7 +51,8 @@ import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender
 import { PEER_APPLICATION } from "./peer-reads.js";
 import { startApiServer, startBareServer, startScript } from "./processes.js";
 
-const ISSUER = "https://bench.registry.invalid";
+/** The issuer the servers under test are started with (ISSUER_URL): the seeded identity and the tokens name it. */
+export const BENCH_ISSUER = "https://bench.registry.invalid";
 const LIST_TAGS = "/chainguard.platform.registry.v2.TagsService/ListTags";
 const GET_TAG = "/chainguard.platform.registry.v2.TagsService/GetTag";
 const GET_REPO = "/chainguard.platform.registry.v2.ReposService/GetRepo";
@@ -93,9 +94,9 @@ export async function seed(sqlc: postgres.Sql, database: Awaited<ReturnType<type
     uid: identityUid,
     parentUid: null,
     name: "bench viewer",
-    relationship: { claimMatch: { issuer: ISSUER, subject: "bench" } },
+    relationship: { claimMatch: { issuer: BENCH_ISSUER, subject: "bench" } },
     relationshipType: RelationshipType.CLAIM_MATCH,
-    issuer: ISSUER,
+    issuer: BENCH_ISSUER,
     subject: "bench",
   });
   await db.insert(roleBindings).values({ uid: newChildUid(org), groupUid: org, identityUid, roleUid: managedRole("viewer").uid });
@@ -273,7 +274,7 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     const { repoUid } = seeded;
     const secret = await ensureSecret(database.db, "page-token");
     const keys = await createKeyStore(database.db);
-    const { token } = await mintToken(keys, { issuer: ISSUER, subject: seeded.identityUid, audience: ISSUER, ttlSeconds: 3600 });
+    const { token } = await mintToken(keys, { issuer: BENCH_ISSUER, subject: seeded.identityUid, audience: BENCH_ISSUER, ttlSeconds: 3600 });
     const auth = { authorization: `Bearer ${token}` };
 
     // The deep page: page 10,000 of 50 (rows 499,951 to 500,000 in uid order) continues after row 499,950.
@@ -284,7 +285,7 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     const midUid = positions[0]!.uid;
     const midNext = positions[1]!.uid;
 
-    const api = await startApiServer({ DATABASE_URL: scratchUrl, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
+    const api = await startApiServer({ DATABASE_URL: scratchUrl, ISSUER_URL: BENCH_ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" });
     cleanups.push(() => api.stop());
     const bare = await startBareServer();
     cleanups.push(() => bare.stop());
@@ -292,7 +293,7 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     // database, and its Ping, ListTags and GetRepo are measured in the same rounds, as "before" rows.
     const beforeRoot = process.env.BENCH_BEFORE_ROOT;
     const before = beforeRoot
-      ? await startApiServer({ DATABASE_URL: scratchUrl, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { root: beforeRoot })
+      ? await startApiServer({ DATABASE_URL: scratchUrl, ISSUER_URL: BENCH_ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { root: beforeRoot })
       : undefined;
     if (before) cleanups.push(() => before.stop());
     const base = `http://127.0.0.1:${api.port}`;
@@ -318,7 +319,7 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     for (const n of notes) say(`  ${n}`);
 
     // The peers: the same reads served by Fastify and by grpc-js (peer-*.ts), each its own process.
-    const peerConfig = JSON.stringify({ databaseUrl: scratchUrl, issuer: ISSUER, jwksUrl: `${base}${JWKS_PATH}` });
+    const peerConfig = JSON.stringify({ databaseUrl: scratchUrl, issuer: BENCH_ISSUER, jwksUrl: `${base}${JWKS_PATH}` });
     const fastify = await startScript("bench/peer-fastify.ts", [peerConfig]);
     cleanups.push(() => fastify.stop());
     const fastifyPort = (JSON.parse(await fastify.next()) as { port: number }).port;
