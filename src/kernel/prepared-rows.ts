@@ -4,7 +4,8 @@
 // the same work decided once (measured in process; the rest of both is parsing the timestamps into Dates).
 //
 // Drizzle still builds the statement, prepares it and decodes each value with the column's own
-// mapFromDriverValue, so rows are exactly what Drizzle would return. The mapper is installed through the
+// mapFromDriverValue (timestamptz text in PostgreSQL's usual form is read by timestamptzDate, to the same
+// Date), so rows are exactly what Drizzle would return. The mapper is installed through the
 // prepared query's `customResultMapper`, the hook Drizzle's relational queries use (not a documented option:
 // the tests of every store that uses it run on both drivers, postgres.js and PGlite).
 //
