@@ -236,8 +236,8 @@ export function createBinaryEncoder(): BinaryEncoder {
 
   function compile(desc: DescMessage): Encoder | null {
     const fields = [...desc.fields].sort((a, b) => a.number - b.number);
-    // Types without oneofs or maps (the list pages and most resources): generated source.
-    if (fields.every((f) => f.oneof === undefined && f.fieldKind !== "map")) return generate(desc, fields);
+    // Types without maps (the list pages, most resources, advisories with their oneofs): generated source.
+    if (fields.every((f) => f.fieldKind !== "map")) return generate(desc, fields);
     const parts: Encoder[] = [];
     for (const f of fields) {
       const part = fieldEncoder(f);
@@ -264,7 +264,7 @@ export function createBinaryEncoder(): BinaryEncoder {
    * `m[name]`), tag bytes written as constants, strings and bools inline, the other scalars through their
    * codecs. The same two passes and `sizes` protocol as the closures, so the two kinds nest in each other.
    * Only JSON.stringify'd names and numbers go into the source; values and functions come in as `d[i]`.
-   * Null when a field's kind is not compiled (as compile).
+   * Null when a field's kind is not compiled (as compile). Maps stay with the closures.
    */
   function generate(desc: DescMessage, fields: readonly DescField[]): Encoder | null {
     const deps: unknown[] = [];
@@ -274,8 +274,12 @@ export function createBinaryEncoder(): BinaryEncoder {
     const writeTagSource = (tag: readonly number[]) => tag.map((b) => `buf[out.pos++] = ${b};`).join(" ");
     for (const f of fields) {
       if (f.presence !== IMPLICIT && f.presence !== EXPLICIT) return null;
-      const read = `v = m[${JSON.stringify(f.localName)}];`;
-      const explicit = f.presence === EXPLICIT;
+      // A oneof member is held as `m[<oneof>] = { case: <member>, value }`: present when its case is chosen.
+      const read =
+        f.oneof === undefined
+          ? `v = m[${JSON.stringify(f.localName)}];`
+          : `v = m[${JSON.stringify(f.oneof.localName)}]; if (v === undefined || v === null || typeof v !== "object") fail(); v = v.case === ${JSON.stringify(f.localName)} ? v.value : undefined;`;
+      const explicit = f.presence === EXPLICIT || f.oneof !== undefined;
       switch (f.fieldKind) {
         case "scalar":
         case "enum": {
