@@ -13,7 +13,7 @@
 //   advisories whose aliases name them; `content_hash` as above.
 import { isNull } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, smallint, text, uniqueIndex } from "drizzle-orm/pg-core";
-import { instant } from "./columns.js";
+import { instant, uidText } from "./columns.js";
 
 export const advisoryDocuments = pgTable("advisory_documents", {
   /** The package name: Document.id. */
@@ -30,7 +30,7 @@ export const advisoryDocuments = pgTable("advisory_documents", {
 export const advisories = pgTable(
   "advisories",
   {
-    uid: text("uid").primaryKey(),
+    uid: uidText("uid").primaryKey(),
     package: text("package")
       .notNull()
       .references(() => advisoryDocuments.package, { onDelete: "cascade" }),
@@ -73,8 +73,8 @@ export const advisories = pgTable(
 export const advisoryEvents = pgTable(
   "advisory_events",
   {
-    uid: text("uid").primaryKey(),
-    advisoryUid: text("advisory_uid")
+    uid: uidText("uid").primaryKey(),
+    advisoryUid: uidText("advisory_uid")
       .notNull()
       .references(() => advisories.uid, { onDelete: "cascade" }),
     ordinal: integer("ordinal").notNull(),

@@ -6,12 +6,12 @@
 // ecosystem's own ordering (Maven ComparableVersion, PEP 440), recomputed by the importer whenever the set of
 // versions changes, so ordering by version is an index order and pages continue by keyset.
 import { bigint, index, integer, pgTable, smallint, text, uniqueIndex } from "drizzle-orm/pg-core";
-import { instant } from "./columns.js";
+import { instant, uidText } from "./columns.js";
 
 export const libraryArtifacts = pgTable(
   "library_artifacts",
   {
-    uid: text("uid").primaryKey(),
+    uid: uidText("uid").primaryKey(),
     /** chainguard.platform.libraries.v2.Ecosystem */
     ecosystem: smallint("ecosystem").notNull(),
     name: text("name").notNull(),
@@ -31,8 +31,8 @@ export const libraryArtifacts = pgTable(
 export const libraryArtifactVersions = pgTable(
   "library_artifact_versions",
   {
-    uid: text("uid").primaryKey(),
-    artifactUid: text("artifact_uid")
+    uid: uidText("uid").primaryKey(),
+    artifactUid: uidText("artifact_uid")
       .notNull()
       .references(() => libraryArtifacts.uid, { onDelete: "cascade" }),
     name: text("name").notNull(),
