@@ -45,6 +45,12 @@ describe("compiled row mapper", () => {
     const g = both(groupColumns, [groupRow]);
     expect(g.compiled).toEqual(g.drizzle);
   });
+  it("generates its source from any selection names (quotes, dashes, reserved words), with nulls", () => {
+    const selection = { 'we"ird': tags.name, "a-b": { "c\\d": tags.kind, return: tags.bundles }, total: sql<string>`(1)::text`.as("list_total") };
+    const { drizzle, compiled } = both(selection, [["n", 2, ["x"], "3"], [null, null, null, null]]);
+    expect(compiled).toEqual(drizzle);
+    expect(Object.keys(compiled[0]!)).toEqual(['we"ird', "a-b", "total"]);
+  });
 });
 
 describe("timestamptz text to Date", () => {

@@ -55,10 +55,9 @@ function scopeOf(message: unknown, path: DescField[]): string {
   let value: unknown = message;
   for (const f of path) value = (value as Record<string, unknown> | undefined)?.[f.localName];
   const uid = typeof value === "string" ? value : "";
+  if (uid !== "" && isValidUid(uid)) return uid;
   const field = path.map((f) => f.name).join(".");
-  if (uid === "") throw invalidArgument({ field, description: "is required" });
-  if (!isValidUid(uid)) throw invalidArgument({ field, description: "is not a valid uid" });
-  return uid;
+  throw invalidArgument({ field, description: uid === "" ? "is required" : "is not a valid uid" });
 }
 
 /** The bearer token of a request, or undefined. */
