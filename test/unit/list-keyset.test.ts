@@ -100,7 +100,7 @@ describe("keysetPredicate", () => {
 });
 
 describe("completePage", () => {
-  const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ row: { i }, keys: [`k${i}`] }));
+  const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ row: { i }, keys: { k0: `k${i}` } }));
   const plan = (req: ListRequestFields) => parseListRequest({ orderBy: "uid", ...req }, spec, { secret });
 
   it("limit + 1 rows: trims, mints a token at the last row kept, counts once", async () => {

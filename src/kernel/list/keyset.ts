@@ -41,7 +41,8 @@ export interface ListPage<Row> {
 /** A fetched row with its keyset values (one text value per order term). */
 export interface KeyedRow<Row> {
   row: Row;
-  keys: (string | null)[];
+  /** The keyset values as the statement selected them: k0, k1, ... (sortKeySelection), PostgreSQL text. */
+  keys: Record<string, string | null>;
   /** The total, when the page's statement selected it (see totalSelection); the same on every row. */
   total?: string | null;
 }
@@ -134,7 +135,7 @@ export async function completePage<Row>(plan: ListPlan, fetched: readonly KeyedR
     else total = BigInt(await count());
   }
   const last = kept[kept.length - 1];
-  const nextPageToken = hasMore && last ? plan.tokens.mint(last.keys, total) : "";
+  const nextPageToken = hasMore && last ? plan.tokens.mint(plan.order.map((_, i) => last.keys[`k${i}`] ?? null), total) : "";
   return { rows: kept.map((k) => k.row), nextPageToken, totalCount: total, skipped: plan.skip };
 }
 
@@ -190,9 +191,8 @@ export async function keysetPage<Q extends PgSelect>(db: AnyPgDatabase, query: Q
     .where(and(opts.where, keysetPredicate(plan, orderColumns)))
     .orderBy(...keysetOrderBy(plan, orderColumns))
     .limit(plan.limit + 1)
-    .offset(plan.skip)) as { row: PageRowOf<Q>; keys: Record<string, string | null>; total?: string | null }[];
-  const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
-  return completePage(plan, fetched, () => readTotal(db, opts.total));
+    .offset(plan.skip)) as KeyedRow<PageRowOf<Q>>[];
+  return completePage(plan, rows, () => readTotal(db, opts.total));
 }
 
 /** Runs a plan against one table: keysetPage over `select <every column> from <table>`. */

@@ -69,7 +69,9 @@ const PAGING_FIELDS = new Set(["pageSize", "pageToken", "orderBy", "skip"]);
 /** The filters without the paging fields, so the request message itself can be bound. */
 function withoutPaging(filters: unknown): unknown {
   if (typeof filters !== "object" || filters === null || Array.isArray(filters)) return filters;
-  return Object.fromEntries(Object.entries(filters).filter(([k]) => !PAGING_FIELDS.has(k)));
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(filters)) if (!PAGING_FIELDS.has(key)) out[key] = (filters as Record<string, unknown>)[key];
+  return out;
 }
 
 function pageSizeOf(value: number | undefined): number {

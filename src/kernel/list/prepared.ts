@@ -12,7 +12,7 @@
 //   pages.page(plan, { shape, where: (p) => and(eq(tags.repoUid, p("repo")), ...), total: (p) => ..., values: { repo } });
 import { and, getTableColumns, sql, type SQL } from "drizzle-orm";
 import type { PgTable } from "drizzle-orm/pg-core";
-import { completePage, keysetOrderBy, keysetPredicate, pageColumns, readTotal, type AnyPgDatabase, type ListPage, type OrderColumns } from "./keyset.js";
+import { completePage, keysetOrderBy, keysetPredicate, pageColumns, readTotal, type AnyPgDatabase, type KeyedRow, type ListPage, type OrderColumns } from "./keyset.js";
 import { orderText } from "./order-by.js";
 import type { ListPlan } from "./plan.js";
 import { hotStatement } from "../prepared-rows.js";
@@ -55,8 +55,6 @@ interface Prepared {
   execute(values: Record<string, unknown>): Promise<unknown>;
 }
 
-type FetchedRow<Row> = { row: Row; keys: Record<string, string | null>; total?: string | null };
-
 /** Pages of `table` through statements prepared once per shape, over `db` (the database or a transaction). */
 export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(db: AnyPgDatabase, opts: PreparedListOptions<T>) {
   const statements = new Map<string, Prepared>();
@@ -91,9 +89,8 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
       const statement = statements.get(key) ?? prepare(key, plan, q);
       const values: Record<string, unknown> = { ...q.values, list_limit: plan.limit + 1, list_skip: plan.skip };
       if (plan.cursor) plan.cursor.forEach((v, i) => v !== null && (values[`list_k${i}`] = v));
-      const rows = (await statement.execute(values)) as FetchedRow<Row>[];
-      const fetched = rows.map((r) => ({ row: r.row, keys: plan.order.map((_, i) => r.keys[`k${i}`] ?? null), total: r.total }));
-      return completePage(plan, fetched, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)));
+      const rows = (await statement.execute(values)) as KeyedRow<Row>[];
+      return completePage(plan, rows, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)));
     },
   };
 }
