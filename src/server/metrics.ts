@@ -56,20 +56,31 @@ export interface Metrics {
 }
 
 interface Series {
+  labels: { service: string; method: string; protocol: Protocol };
   duration: Histogram.Internal<string>;
-  counts: Array<Counter.Internal | undefined>;
+  /** Requests answered, by gRPC code number. */
+  counts: number[];
 }
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
+  // Counts are kept here as plain numbers and handed to prom-client when scraped: each of its calls hashes
+  // a label object, several per request otherwise. The latency histogram is still observed per request.
+  const series = new Map<string, Series>();
+  const inFlightOf = new Map<Protocol, number>();
+
   const labelNames = ["service", "method", "protocol"] as const;
-  const requests = new Counter({
+  new Counter({
     name: "apiserver_requests_total",
     help: "Requests answered, by API service, method, protocol (grpc, grpc-web, connect, rest) and gRPC code",
     labelNames: [...labelNames, "code"],
     registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of series.values()) s.counts.forEach((n, code) => n > 0 && this.inc({ ...s.labels, code: codeName(code) }, n));
+    },
   });
   const duration = new Histogram({
     name: "apiserver_request_duration_seconds",
@@ -78,34 +89,29 @@ export function createMetrics(): Metrics {
     buckets: DURATION_BUCKETS,
     registers: [registry],
   });
-  const inFlight = new Gauge({
+  new Gauge({
     name: "apiserver_requests_in_flight",
     help: "Requests being answered, by protocol",
     labelNames: ["protocol"],
     registers: [registry],
+    collect() {
+      for (const [protocol, n] of inFlightOf) this.set({ protocol }, n);
+    },
   });
-  // The children of each label set, kept: prom-client hashes a label object on every call otherwise.
-  const series = new Map<string, Series>();
-  const inFlightOf = new Map<Protocol, Gauge.Internal<string>>();
-  const gaugeOf = (protocol: Protocol) => {
-    let g = inFlightOf.get(protocol);
-    if (!g) inFlightOf.set(protocol, (g = inFlight.labels(protocol)));
-    return g;
-  };
 
   const metrics: Metrics = {
     registry,
     started(protocol) {
-      gaugeOf(protocol).inc();
+      inFlightOf.set(protocol, (inFlightOf.get(protocol) ?? 0) + 1);
     },
     finished(protocol, service, method, code, seconds) {
-      gaugeOf(protocol).dec();
+      inFlightOf.set(protocol, (inFlightOf.get(protocol) ?? 1) - 1);
       const key = `${protocol} ${service} ${method}`;
       let s = series.get(key);
-      if (!s) series.set(key, (s = { duration: duration.labels(service, method, protocol), counts: [] }));
+      // The histogram's child of each label set, kept: prom-client validates the labels when it makes one.
+      if (!s) series.set(key, (s = { labels: { service, method, protocol }, duration: duration.labels(service, method, protocol), counts: [] }));
       s.duration.observe(seconds);
-      const c = s.counts[code] ?? (s.counts[code] = requests.labels(service, method, protocol, codeName(code)));
-      c.inc();
+      s.counts[code] = (s.counts[code] ?? 0) + 1;
     },
     observeDatabase(stats) {
       registerDatabase(registry, stats);

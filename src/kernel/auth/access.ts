@@ -58,11 +58,28 @@ function lacksCapabilities(uid: string) {
   return permissionDenied(`Permission denied: the caller lacks the capabilities this method needs on ${JSON.stringify(uid)}`);
 }
 
+/**
+ * The grants of a list of bindings for an identity with this home group, made once per list: the grants
+ * cache hands every call of an identity the same list until one of its grants changes.
+ */
+const grantsByBindings = new WeakMap<readonly Binding[], Map<string | undefined, Grant[]>>();
+
+function grantsOf(bindings: readonly Binding[], homeGroup: string | undefined): Grant[] {
+  let byHome = grantsByBindings.get(bindings);
+  if (!byHome) grantsByBindings.set(bindings, (byHome = new Map()));
+  let grants = byHome.get(homeGroup);
+  if (!grants) {
+    grants = bindings.flatMap((b) => {
+      const scope = effectiveScope(b.groupUid, homeGroup);
+      return scope ? [{ scope, capabilities: new Set(b.capabilities) }] : [];
+    });
+    byHome.set(homeGroup, grants);
+  }
+  return grants;
+}
+
 export function createAccess(principal: Principal, bindings: readonly Binding[]): Access {
-  const grants: Grant[] = bindings.flatMap((b) => {
-    const scope = effectiveScope(b.groupUid, principal.homeGroup);
-    return scope ? [{ scope, capabilities: new Set(b.capabilities) }] : [];
-  });
+  const grants = grantsOf(bindings, principal.homeGroup);
   const capabilitiesAt = async (uid: string): Promise<ReadonlySet<Capability>> => {
     const held = new Set<Capability>();
     for (const g of grants) {
@@ -71,10 +88,9 @@ export function createAccess(principal: Principal, bindings: readonly Binding[])
     return held;
   };
 
-  const holds = async (uid: string, capabilities: readonly Capability[]): Promise<boolean> => {
-    const held = await capabilitiesAt(uid);
-    return capabilities.every((c) => held.has(c));
-  };
+  // Each capability held by some grant reaching `uid`: what capabilitiesAt's union holds, without making it.
+  const holds = async (uid: string, capabilities: readonly Capability[]): Promise<boolean> =>
+    capabilities.every((c) => grants.some((g) => g.capabilities.has(c) && isWithin(uid, g.scope)));
 
   return {
     principal,
