@@ -20,18 +20,20 @@
 //   - GetRepo and GetTag over gRPC and REST, beside the bare node:http server and a raw point select; gRPC
 //     Ping (no database, no credentials) as the framework's own ceiling.
 //   - The cost of the parts of a page, in this process (CPU time per page, 16 in flight): the raw read, the
-//     store's read through Drizzle, the rows mapped to messages, the response encoded by protobuf-es, by the
-//     gRPC path's compiled encoder and as REST's JSON.
+//     same statement prepared with its rows mapped (no list kernel), the store's read through Drizzle, the
+//     rows mapped to messages, the response encoded by protobuf-es, by the gRPC path's compiled encoder and
+//     as REST's JSON.
 import { loadavg } from "node:os";
 import { create, toBinary, toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { and, eq, getTableColumns, gt, sql } from "drizzle-orm";
 import postgres from "postgres";
 import { RelationshipType } from "../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { GetRepoRequestSchema, RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { GetTagRequestSchema, ListTagsRequestSchema, ListTagsResponseSchema, TagsService } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { openPostgres } from "../src/db/client.js";
-import { groups, identities, repos, roleBindings } from "../src/db/schema/index.js";
+import { groups, identities, repos, roleBindings, tagCounts, tags } from "../src/db/schema/index.js";
 import { ensureSecret } from "../src/db/secrets.js";
 import { ensureManagedRoles, managedRole } from "../src/iam/managed-roles.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
@@ -41,6 +43,7 @@ import { createJsonWriter } from "../src/gateway/json.js";
 import { JWKS_PATH } from "../src/server/oidc-routes.js";
 import { createListPlanner, decodePageToken, encodePageToken, pageFields } from "../src/kernel/list/index.js";
 import { setLogLevel } from "../src/kernel/log.js";
+import { hotStatement } from "../src/kernel/prepared-rows.js";
 import { newChildUid, newRootUid } from "../src/kernel/uidp.js";
 import { toTag } from "../src/registry/tags.mapper.js";
 import { listFilterOf, tagList } from "../src/registry/tags.service.js";
@@ -450,8 +453,21 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     const response = create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) });
     const binary = createBinaryEncoder();
     const writeJson = createJsonWriter(registry);
+    // The page's statement run alone, as the store runs its own (named, rows mapped by the compiled mapper),
+    // without the list kernel (plan, page token) or the store's scope predicate: what the kernel adds.
+    const pageTotal = sql<string>`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where ${tagCounts.repoUid} = ${sql.placeholder("repo")} and ${tagCounts.kind} = 0)::text`;
+    const statementAlone = hotStatement(
+      database.db
+        .select({ row: getTableColumns(tags), keys: { k0: sql<string>`(${tags.uid})::text`.as("list_k0") }, total: pageTotal.as("list_total") })
+        .from(tags)
+        .where(and(eq(tags.repoUid, sql.placeholder("repo")), eq(tags.kind, 0), gt(tags.uid, "")))
+        .orderBy(tags.uid)
+        .limit(PAGE + 1)
+        .prepare("bench_page_alone"),
+    );
     const parts: [string, number][] = [
       ["raw SQL read of the page and its total (postgres.js)", await cpuPerCall(rawPage1Query, 4000)],
+      ["the same statement prepared, rows mapped (no list kernel)", await cpuPerCall(() => statementAlone.execute({ repo: repoUid }), 4000)],
       ["the store's read (list kernel + Drizzle + postgres.js)", await cpuPerCall(storeRead, 4000)],
       ["50 rows mapped to Tag messages", await cpuPerCall(() => create(ListTagsResponseSchema, { tags: page.rows.map(toTag), ...pageFields(page) }), 4000)],
       ["the response encoded (protobuf-es toBinary)", await cpuPerCall(() => toBinary(ListTagsResponseSchema, response), 4000)],
