@@ -41,8 +41,6 @@ const BLANK_OR_CONTROL = /[\s\u0000-\u001f\u007f]/;
 
 type Json = Record<string, unknown>;
 
-const isObject: (v: unknown) => v is Json = isRecord;
-
 function describe(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return "an array";
@@ -103,7 +101,7 @@ function oneOf<T extends string>(v: unknown, allowed: readonly T[], field: strin
 function severities(o: Json, at: string): { type: string; score: string }[] {
   return array(o, "severity", at).map((s, i) => {
     const field = `${at}severity[${i}]`;
-    if (!isObject(s)) fail(field, `must be an object, not ${describe(s)}`);
+    if (!isRecord(s)) fail(field, `must be an object, not ${describe(s)}`);
     const type = oneOf(s.type, OSV_SEVERITY_TYPES, `${field}.type`);
     if (typeof s.score !== "string" || s.score.trim() === "") fail(`${field}.score`, s.score === undefined ? "is required" : "must be a non-empty string");
     if (type.startsWith("CVSS_") && !s.score.startsWith("CVSS:") && type !== "CVSS_V2") fail(`${field}.score`, `must be a CVSS vector string (CVSS:3.1/AV:N/...), not ${JSON.stringify(s.score).slice(0, 80)}`);
@@ -126,18 +124,18 @@ function url(v: unknown, field: string): string {
 function affected(o: Json): void {
   array(o, "affected", "").forEach((a, i) => {
     const at = `affected[${i}]`;
-    if (!isObject(a)) fail(at, `must be an object, not ${describe(a)}`);
-    if (a.package !== undefined && !isObject(a.package)) fail(`${at}.package`, `must be an object, not ${describe(a.package)}`);
-    if (isObject(a.package)) for (const k of ["ecosystem", "name", "purl"]) optionalString(a.package, k, `${at}.package.`);
+    if (!isRecord(a)) fail(at, `must be an object, not ${describe(a)}`);
+    if (a.package !== undefined && !isRecord(a.package)) fail(`${at}.package`, `must be an object, not ${describe(a.package)}`);
+    if (isRecord(a.package)) for (const k of ["ecosystem", "name", "purl"]) optionalString(a.package, k, `${at}.package.`);
     array(a, "ranges", `${at}.`).forEach((r, j) => {
       const rat = `${at}.ranges[${j}]`;
-      if (!isObject(r)) fail(rat, `must be an object, not ${describe(r)}`);
+      if (!isRecord(r)) fail(rat, `must be an object, not ${describe(r)}`);
       oneOf(r.type, RANGE_TYPES, `${rat}.type`);
       const events = array(r, "events", `${rat}.`);
       if (events.length === 0) fail(`${rat}.events`, "must list at least one event");
       events.forEach((e, k) => {
         const eat = `${rat}.events[${k}]`;
-        if (!isObject(e)) fail(eat, `must be an object, not ${describe(e)}`);
+        if (!isRecord(e)) fail(eat, `must be an object, not ${describe(e)}`);
         const keys = Object.keys(e).filter((x) => (RANGE_EVENTS as readonly string[]).includes(x));
         if (keys.length !== 1) fail(eat, `must have exactly one of ${RANGE_EVENTS.join(", ")}`);
         if (typeof e[keys[0]!] !== "string") fail(`${eat}.${keys[0]}`, "must be a string");
@@ -147,14 +145,14 @@ function affected(o: Json): void {
       if (typeof v !== "string") fail(`${at}.versions[${j}]`, `must be a string, not ${describe(v)}`);
     });
     severities(a, `${at}.`);
-    if (a.database_specific !== undefined && !isObject(a.database_specific)) fail(`${at}.database_specific`, "must be an object");
-    if (a.ecosystem_specific !== undefined && !isObject(a.ecosystem_specific)) fail(`${at}.ecosystem_specific`, "must be an object");
+    if (a.database_specific !== undefined && !isRecord(a.database_specific)) fail(`${at}.database_specific`, "must be an object");
+    if (a.ecosystem_specific !== undefined && !isRecord(a.ecosystem_specific)) fail(`${at}.ecosystem_specific`, "must be an object");
   });
 }
 
 /** Validates a parsed OSV JSON document and returns what this server keeps of it. */
 export function validateOsvRecord(value: unknown): OsvRecord {
-  if (!isObject(value)) fail("", `an OSV record is a JSON object, not ${describe(value)}`);
+  if (!isRecord(value)) fail("", `an OSV record is a JSON object, not ${describe(value)}`);
   const id = identifier(value.id, "id");
   const modifiedTime = parseRfc3339(value.modified, "modified");
   const publishedTime = optionalTime(value, "published");
@@ -168,11 +166,11 @@ export function validateOsvRecord(value: unknown): OsvRecord {
   const severity = severities(value, "");
   const references = array(value, "references", "").map((r, i) => {
     const field = `references[${i}]`;
-    if (!isObject(r)) fail(field, `must be an object, not ${describe(r)}`);
+    if (!isRecord(r)) fail(field, `must be an object, not ${describe(r)}`);
     return { type: oneOf(r.type, OSV_REFERENCE_TYPES, `${field}.type`), url: url(r.url, `${field}.url`) };
   });
   affected(value);
-  if (value.database_specific !== undefined && !isObject(value.database_specific)) fail("database_specific", "must be an object");
+  if (value.database_specific !== undefined && !isRecord(value.database_specific)) fail("database_specific", "must be an object");
   if (value.credits !== undefined && !Array.isArray(value.credits)) fail("credits", "must be an array");
   return { id, summary, details, aliases: [...new Set(aliases)], references, severities: severity, modifiedTime, publishedTime, withdrawnTime };
 }

@@ -50,8 +50,6 @@ export interface ScimUserFields {
 /** Attributes the server owns: never stored from a body, never a PATCH target. */
 const READ_ONLY = new Set(["id", "meta", "schemas"]);
 
-const isObject = isRecord;
-
 /** The key of `obj` matching `name` case-insensitively (attribute names are case-insensitive, RFC 7643 2.1). */
 function keyOf(obj: Record<string, unknown>, name: string): string | undefined {
   const lower = name.toLowerCase();
@@ -71,14 +69,14 @@ function identityName(userName: string): string {
 
 function primaryEmail(emails: unknown): string {
   if (!Array.isArray(emails)) return "";
-  const withValue = emails.filter((e): e is Record<string, unknown> => isObject(e) && typeof e.value === "string");
+  const withValue = emails.filter((e): e is Record<string, unknown> => isRecord(e) && typeof e.value === "string");
   const primary = withValue.find((e) => e.primary === true || e.primary === "true" || e.primary === "True") ?? withValue[0];
   return (primary?.value as string | undefined) ?? "";
 }
 
 /** Validates a User (a POST or PUT body, or the result of a PATCH) and splits it into what is stored where. */
 export function userFields(body: unknown): ScimUserFields {
-  if (!isObject(body)) throw invalidValue("the body must be a JSON object (a SCIM User)");
+  if (!isRecord(body)) throw invalidValue("the body must be a JSON object (a SCIM User)");
   const schemas = body[keyOf(body, "schemas") ?? "schemas"];
   if (schemas !== undefined && (!Array.isArray(schemas) || !schemas.some((s) => typeof s === "string" && s.toLowerCase() === USER_SCHEMA.toLowerCase()))) {
     throw invalidValue(`schemas must include ${USER_SCHEMA}`);
@@ -102,7 +100,7 @@ export function userFields(body: unknown): ScimUserFields {
   const emailsKey = keyOf(attributes, "emails");
   const emails = emailsKey === undefined ? undefined : attributes[emailsKey];
   if (emails !== undefined && emails !== null) {
-    if (!Array.isArray(emails) || emails.some((e) => !isObject(e) || (e.value !== undefined && typeof e.value !== "string"))) {
+    if (!Array.isArray(emails) || emails.some((e) => !isRecord(e) || (e.value !== undefined && typeof e.value !== "string"))) {
       throw invalidValue("emails must be a list of objects with a string value");
     }
     if (emails.filter((e: Record<string, unknown>) => e.primary === true).length > 1) throw invalidValue("at most one email may be primary");
@@ -201,7 +199,7 @@ function makesPrimary(value: unknown, sub: string | undefined): boolean {
   const isTrue = (v: unknown) => v === true || (typeof v === "string" && v.toLowerCase() === "true");
   if (sub !== undefined) return sub.toLowerCase() === "primary" && isTrue(value);
   const elements = Array.isArray(value) ? value : [value];
-  return elements.some((e) => isObject(e) && isTrue(e[keyOf(e, "primary") ?? "primary"]));
+  return elements.some((e) => isRecord(e) && isTrue(e[keyOf(e, "primary") ?? "primary"]));
 }
 
 function applyAt(user: Record<string, unknown>, op: Op, path: PatchPath, value: unknown, text: string): void {
@@ -210,19 +208,19 @@ function applyAt(user: Record<string, unknown>, op: Op, path: PatchPath, value: 
   const current = user[key];
   // One primary value at most (RFC 7643 2.4): a new primary takes the flag from the others (RFC 7644 3.5.2).
   if (op !== "remove" && Array.isArray(current) && (path.filter || path.sub === undefined) && makesPrimary(value, path.sub)) {
-    for (const e of current) if (isObject(e)) delete e[keyOf(e, "primary") ?? "primary"];
+    for (const e of current) if (isRecord(e)) delete e[keyOf(e, "primary") ?? "primary"];
   }
   const noTarget = () => new ScimError(400, `nothing matches the path ${JSON.stringify(text)}`, "noTarget");
 
   if (path.filter) {
     const filter = path.filter;
     const list = Array.isArray(current) ? (current as unknown[]) : [];
-    const matching = list.filter((e): e is Record<string, unknown> => isObject(e) && matchesScimFilter(filter, e));
+    const matching = list.filter((e): e is Record<string, unknown> => isRecord(e) && matchesScimFilter(filter, e));
     if (matching.length === 0) {
       // An add through a filter creates the element the filter describes (Entra ID adds emails this way).
       const implied = op === "add" ? impliedBy(filter) : undefined;
       if (!implied) throw noTarget();
-      const element = path.sub ? { ...implied, [path.sub]: value } : isObject(value) ? { ...implied, ...value } : undefined;
+      const element = path.sub ? { ...implied, [path.sub]: value } : isRecord(value) ? { ...implied, ...value } : undefined;
       if (!element) throw invalidValue(`the value of ${JSON.stringify(text)} must be an object`);
       user[key] = [...list, element];
       return;
@@ -236,17 +234,17 @@ function applyAt(user: Record<string, unknown>, op: Op, path: PatchPath, value: 
       for (const e of matching) e[keyOf(e, path.sub) ?? path.sub] = value;
       return;
     }
-    if (!isObject(value)) throw invalidValue(`the value of ${JSON.stringify(text)} must be an object`);
-    user[key] = list.map((e) => (isObject(e) && matching.includes(e) ? (op === "add" ? { ...e, ...value } : { ...value }) : e));
+    if (!isRecord(value)) throw invalidValue(`the value of ${JSON.stringify(text)} must be an object`);
+    user[key] = list.map((e) => (isRecord(e) && matching.includes(e) ? (op === "add" ? { ...e, ...value } : { ...value }) : e));
     return;
   }
 
   if (path.sub) {
     if (op === "remove") {
-      if (isObject(current)) delete current[keyOf(current, path.sub) ?? path.sub];
+      if (isRecord(current)) delete current[keyOf(current, path.sub) ?? path.sub];
       return;
     }
-    const parent = isObject(current) ? current : (user[key] = {});
+    const parent = isRecord(current) ? current : (user[key] = {});
     parent[keyOf(parent, path.sub) ?? path.sub] = value;
     return;
   }
@@ -255,7 +253,7 @@ function applyAt(user: Record<string, unknown>, op: Op, path: PatchPath, value: 
     delete user[key];
   } else if (op === "add" && Array.isArray(current) && Array.isArray(value)) {
     user[key] = [...(current as unknown[]), ...(value as unknown[])];
-  } else if (op === "add" && isObject(current) && isObject(value)) {
+  } else if (op === "add" && isRecord(current) && isRecord(value)) {
     user[key] = { ...current, ...value };
   } else {
     user[key] = value;
@@ -267,14 +265,14 @@ function applyAt(user: Record<string, unknown>, op: Op, path: PatchPath, value: 
  * order; any invalid one fails the whole request (RFC 7644 3.5.2: the PATCH is atomic).
  */
 export function applyPatch(user: Record<string, unknown>, body: unknown): Record<string, unknown> {
-  if (!isObject(body)) throw invalidValue("the body must be a JSON object (a SCIM PatchOp)");
+  if (!isRecord(body)) throw invalidValue("the body must be a JSON object (a SCIM PatchOp)");
   const schemas = body.schemas;
   if (!Array.isArray(schemas) || !schemas.includes(PATCH_SCHEMA)) throw invalidValue(`schemas must be [${JSON.stringify(PATCH_SCHEMA)}]`);
   const operations = body[keyOf(body, "Operations") ?? "Operations"];
   if (!Array.isArray(operations) || operations.length === 0) throw invalidValue("Operations must be a non-empty list");
   const result = structuredClone(user);
   for (const [i, operation] of operations.entries()) {
-    if (!isObject(operation)) throw invalidValue(`Operations[${i}] must be an object`);
+    if (!isRecord(operation)) throw invalidValue(`Operations[${i}] must be an object`);
     const op = typeof operation.op === "string" ? operation.op.toLowerCase() : "";
     if (op !== "add" && op !== "replace" && op !== "remove") throw invalidValue(`Operations[${i}].op must be "add", "replace" or "remove"`);
     const value = operation.value;
@@ -283,7 +281,7 @@ export function applyPatch(user: Record<string, unknown>, body: unknown): Record
     if (path === undefined || path === "") {
       // No path: the value is an object of attributes (keys may themselves be paths, as Entra ID sends them).
       if (op === "remove") throw new ScimError(400, `Operations[${i}]: remove needs a path`, "noTarget");
-      if (!isObject(value)) throw invalidValue(`Operations[${i}].value must be an object when there is no path`);
+      if (!isRecord(value)) throw invalidValue(`Operations[${i}].value must be an object when there is no path`);
       for (const [k, v] of Object.entries(value)) applyAt(result, op, parsePath(k), v, k);
     } else {
       if (op !== "remove" && value === undefined) throw invalidValue(`Operations[${i}].value is required`);

@@ -112,7 +112,6 @@ function blobPath(dir: string, digest: string): string {
   return join(dir, "blobs", "sha256", digest.slice("sha256:".length));
 }
 
-
 function parseJson(text: Buffer, what: string): unknown {
   try {
     return JSON.parse(text.toString("utf8"));

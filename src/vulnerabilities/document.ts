@@ -97,8 +97,6 @@ const NAME = /^[^\s:/]+$/;
 
 type Mapping = Record<string, unknown>;
 
-const isMapping: (v: unknown) => v is Mapping = isRecord;
-
 function fail(path: string, description: string): never {
   throw new AdvisoryDocumentError(path, description);
 }
@@ -122,7 +120,7 @@ function optionalString(m: Mapping, key: string, path: string): string {
 
 function requiredMapping(m: Mapping, key: string, path: string): Mapping {
   const v = m[key];
-  if (!isMapping(v)) fail(`${path}.${key}`, v === undefined || v === "" ? "is required" : "must be a mapping");
+  if (!isRecord(v)) fail(`${path}.${key}`, v === undefined || v === "" ? "is required" : "must be a mapping");
   return v;
 }
 
@@ -176,7 +174,7 @@ export function parseAdvisoryDocument(text: string): ParsedDocument {
   } catch (err) {
     fail("", `not valid YAML: ${(err as Error).message.split("\n")[0]}`);
   }
-  if (!isMapping(root)) fail("", "not a YAML mapping (an advisory document)");
+  if (!isRecord(root)) fail("", "not a YAML mapping (an advisory document)");
   const unknown: Unknown[] = [];
   unknownKeys(root, ["schema-version", "package", "advisories"], "", unknown);
 
@@ -187,7 +185,7 @@ export function parseAdvisoryDocument(text: string): ParsedDocument {
   }
 
   const pkg = root.package;
-  if (!isMapping(pkg)) fail("package.name", "is required");
+  if (!isRecord(pkg)) fail("package.name", "is required");
   const name = pkg.name;
   if (typeof name !== "string" || name === "") fail("package.name", "is required");
   if (!NAME.test(name)) fail("package.name", `${show(name)} must not hold ":", "/" or whitespace`);
@@ -201,7 +199,7 @@ export function parseAdvisoryDocument(text: string): ParsedDocument {
 }
 
 function parseAdvisory(pkg: string, a: unknown, path: string, seen: Map<string, number>, index: number, unknown: Unknown[]): ParsedAdvisory {
-  if (!isMapping(a)) fail(path, "must be a mapping");
+  if (!isRecord(a)) fail(path, "must be a mapping");
   unknownKeys(a, ["id", "aliases", "events"], path, unknown);
   const id = a.id;
   if (typeof id !== "string" || id === "") fail(`${path}.id`, "is required");
@@ -223,13 +221,13 @@ function parseAdvisory(pkg: string, a: unknown, path: string, seen: Map<string, 
   let component = { name: "", type: "", location: "" };
   rawEvents.forEach((e, j) => {
     const at = `${path}.events[${j}]`;
-    if (!isMapping(e)) fail(at, "must be a mapping");
+    if (!isRecord(e)) fail(at, "must be a mapping");
     unknownKeys(e, ["timestamp", "type", "data"], at, unknown);
     const time = parseTime(e.timestamp, `${at}.timestamp`);
     const type = e.type;
     if (typeof type !== "string" || type === "") fail(`${at}.type`, "is required");
     const data = e.data === undefined || e.data === "" ? {} : e.data;
-    if (!isMapping(data)) fail(`${at}.data`, "must be a mapping");
+    if (!isRecord(data)) fail(`${at}.data`, "must be a mapping");
     const known = eventTypes[type];
     if (known === undefined) {
       unknown.push({ kind: "event type", path: `${at}.type`, value: type });

@@ -64,7 +64,7 @@ function lacksCapabilities(uid: string) {
  */
 const grantsByBindings = new WeakMap<readonly Binding[], Map<string | undefined, Grant[]>>();
 
-function grantsOf(bindings: readonly Binding[], homeGroup: string | undefined): Grant[] {
+function grantsFromBindings(bindings: readonly Binding[], homeGroup: string | undefined): Grant[] {
   let byHome = grantsByBindings.get(bindings);
   if (!byHome) grantsByBindings.set(bindings, (byHome = new Map()));
   let grants = byHome.get(homeGroup);
@@ -79,7 +79,7 @@ function grantsOf(bindings: readonly Binding[], homeGroup: string | undefined): 
 }
 
 export function createAccess(principal: Principal, bindings: readonly Binding[]): Access {
-  const grants = grantsOf(bindings, principal.homeGroup);
+  const grants = grantsFromBindings(bindings, principal.homeGroup);
   const capabilitiesAt = async (uid: string): Promise<ReadonlySet<Capability>> => {
     const held = new Set<Capability>();
     for (const g of grants) {
