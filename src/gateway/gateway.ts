@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import {
   create,
+  ScalarType,
   mergeFromJson,
   type DescField,
   type DescMessage,
@@ -362,12 +363,28 @@ function maskPlanOf(input: DescMessage, verb: string, body: DescField | "*" | un
 function applyPathVariables(input: DescMessage, message: Message, variables: readonly Variable[], values: Map<string, string>, registry: Registry): void {
   if (variables.length === 0) return;
   const tree: JsonObject = {};
-  for (const v of variables) insert(tree, v.fields, textToJson(v.fields[v.fields.length - 1]!, values.get(v.key) ?? ""));
+  let parsed = false;
+  for (const v of variables) {
+    const text = values.get(v.key) ?? "";
+    // A top-level string field (the uid of most paths) takes the text as it is, as JSON parsing would set it.
+    if (isPlainStringField(v.fields)) (message as unknown as Record<string, string>)[v.fields[0]!.localName] = text;
+    else {
+      insert(tree, v.fields, textToJson(v.fields[v.fields.length - 1]!, text));
+      parsed = true;
+    }
+  }
+  if (!parsed) return;
   try {
     mergeFromJson(input, message, tree, { registry });
   } catch {
     throw invalidArgument(locateJsonError(input, tree, "", { registry }, "path"));
   }
+}
+
+/** A path of one singular string field outside any oneof. */
+function isPlainStringField(fields: readonly DescField[]): boolean {
+  const f = fields.length === 1 ? fields[0]! : undefined;
+  return f !== undefined && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING && f.oneof === undefined;
 }
 
 /** Sets update_mask from the keys of the resource in the body, unless the body names a mask itself. */

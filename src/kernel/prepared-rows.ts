@@ -18,7 +18,7 @@
 // estimated no worse. Where a generic plan can be far worse than one made for the values (a trigram search
 // whose selectivity depends on the pattern), the statement is kept planned per call (`planEachCall`).
 import { Column, DrizzleQueryError, entityKind, fillPlaceholders, is, SQL } from "drizzle-orm";
-import { PgTimestamp } from "drizzle-orm/pg-core";
+import { PgCustomColumn, PgTimestamp } from "drizzle-orm/pg-core";
 import * as drizzleUtils from "drizzle-orm/utils";
 
 interface FieldEntry {
@@ -109,9 +109,13 @@ function decoderOf(field: unknown): Decoder {
   return (field as { sql: { decoder: Decoder } }).sql.decoder;
 }
 
-/** Whether a column hands the driver's value back as it is (Drizzle's base Column: text, uid, boolean, smallint, ...). */
-function isIdentity(decoder: Decoder): boolean {
-  return decoder.mapFromDriverValue === (Column.prototype as unknown as Decoder).mapFromDriverValue;
+/**
+ * Whether a column hands the driver's value back as it is: Drizzle's base Column (text, boolean, smallint,
+ * ...), or a custom type without a fromDriver (uid columns, db/schema/columns.ts uidText).
+ */
+export function isIdentity(decoder: Decoder): boolean {
+  if (decoder.mapFromDriverValue === (Column.prototype as unknown as Decoder).mapFromDriverValue) return true;
+  return is(decoder, PgCustomColumn) && (decoder as unknown as { mapFrom?: unknown }).mapFrom === undefined;
 }
 
 /**

@@ -15,7 +15,7 @@ export const MAX_BUNDLE_LENGTH = 256;
 export const DIGEST_DESCRIPTION = "must be sha256: followed by 64 lowercase hexadecimal characters";
 
 /** The row as the message, every field set (a plain message object: no schema walk per row of a page). */
-export function toTag(row: TagRow): Tag {
+export function toTag(row: Omit<TagRow, "repoUid" | "kind">): Tag {
   return {
     $typeName: "chainguard.platform.registry.v2.Tag",
     uid: row.uid,

@@ -6,7 +6,7 @@
 // name, digest or updated_since filter) is the sum of the maintained per-(repo, kind) counters in tag_counts:
 // a primary-key read, whatever the repo's size. Any other filter counts once, on the first page, and the
 // kernel carries that total in the page token.
-import { and, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, eq, getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
 import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { TagSchema } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -30,6 +30,14 @@ export interface TagListFilter {
   /** The tag kinds listed (TagKind values), never empty. */
   kinds: readonly number[];
 }
+
+/**
+ * The columns a page of tags reads: every column but the repo (a tag's uid names it) and the kind (a filter),
+ * which the Tag message does not carry: less for PostgreSQL to send and for the page to decode.
+ */
+const { repoUid: _repo, kind: _kind, ...tagListColumns } = getTableColumns(tags);
+/** A tag as a page of them reads it (tagListColumns). */
+export type TagListRow = Omit<TagRow, "repoUid" | "kind">;
 
 const tagOrderColumns = {
   uid: tags.uid,
@@ -61,7 +69,7 @@ function isPreparedShape(filter: TagListFilter): boolean {
 export function createTagStore(db: Executor) {
   const base = resourceStore(db, { table: tags, type: TagSchema.typeName, parentType: RepoSchema.typeName });
   // The common lists (a repo's tags, or all visible tags, with the optional filters) run prepared statements.
-  const prepared = createPreparedList(db, { name: "tags", table: tags, orderColumns: tagOrderColumns });
+  const prepared = createPreparedList<typeof tags, TagListRow>(db, { name: "tags", table: tags, orderColumns: tagOrderColumns, columns: tagListColumns });
 
   return {
     ...base,
@@ -105,7 +113,7 @@ export function createTagStore(db: Executor) {
     },
 
     /** A page of tags within the caller's scopes, filtered. */
-    list(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagRow>> {
+    list(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagListRow>> {
       validateUidp(filter.uidp);
       if (isPreparedShape(filter)) return listPrepared(plan, filter);
       const kinds = [...filter.kinds];
@@ -124,7 +132,7 @@ export function createTagStore(db: Executor) {
   };
 
   /** list() for the prepared shapes: the same predicates and total, over named values. */
-  function listPrepared(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagRow>> {
+  function listPrepared(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagListRow>> {
     const { scopes, kinds, name, digest, updatedSince } = filter;
     const repo = filter.uidp?.childrenOf || undefined;
     const counted = countedRepo(filter);

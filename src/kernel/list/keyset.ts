@@ -41,8 +41,11 @@ export interface ListPage<Row> {
 /** A fetched row with its keyset values (one text value per order term). */
 export interface KeyedRow<Row> {
   row: Row;
-  /** The keyset values as the statement selected them: k0, k1, ... (sortKeySelection), PostgreSQL text. */
-  keys: Record<string, string | null>;
+  /**
+   * The keyset values as the statement selected them: k0, k1, ... (sortKeySelection), PostgreSQL text.
+   * Absent when every value is read from the row itself (completePage's `keysOf`).
+   */
+  keys?: Record<string, string | null>;
   /** The total, when the page's statement selected it (see totalSelection); the same on every row. */
   total?: string | null;
 }
@@ -120,11 +123,16 @@ export function totalSelection(plan: Pick<ListPlan, "total">, total: SQL): { tot
 
 /**
  * Turns the limit + 1 rows fetched for a plan into a page: trims the extra row, mints the next token from
- * the last row kept, and takes the total from the token, from the page itself when it is the whole result,
- * from the rows' selected total (totalSelection), or from `count` (called at most once, and only when
- * there is no carried or selected total).
+ * the last row kept (its keyset values read by `keysOf`, by default its selected k0, k1, ...), and takes the
+ * total from the token, from the page itself when it is the whole result, from the rows' selected total
+ * (totalSelection), or from `count` (called at most once, and only when there is no carried or selected total).
  */
-export async function completePage<Row>(plan: ListPlan, fetched: readonly KeyedRow<Row>[], count: () => Promise<bigint | number>): Promise<ListPage<Row>> {
+export async function completePage<Row>(
+  plan: ListPlan,
+  fetched: readonly KeyedRow<Row>[],
+  count: () => Promise<bigint | number>,
+  keysOf: (last: KeyedRow<Row>) => (string | null)[] = (last) => plan.order.map((_, i) => last.keys?.[`k${i}`] ?? null),
+): Promise<ListPage<Row>> {
   const hasMore = fetched.length > plan.limit;
   const kept = hasMore ? fetched.slice(0, plan.limit) : fetched;
   let total = plan.total;
@@ -135,7 +143,7 @@ export async function completePage<Row>(plan: ListPlan, fetched: readonly KeyedR
     else total = BigInt(await count());
   }
   const last = kept[kept.length - 1];
-  const nextPageToken = hasMore && last ? plan.tokens.mint(plan.order.map((_, i) => last.keys[`k${i}`] ?? null), total) : "";
+  const nextPageToken = hasMore && last ? plan.tokens.mint(keysOf(last), total) : "";
   return { rows: kept.map((k) => k.row), nextPageToken, totalCount: total, skipped: plan.skip };
 }
 

@@ -81,16 +81,17 @@ function orderError(description: string) {
  */
 export function parseOrderBy(text: string, spec: ListSpec): OrderTerm[] {
   if (text.trim() === "") return [...spec.defaultOrder];
-  const allowed = `allowed fields: ${spec.keys.join(", ")}, each optionally followed by " desc"`;
+  // Written only into an error.
+  const allowed = () => `allowed fields: ${spec.keys.join(", ")}, each optionally followed by " desc"`;
   const parts = text.split(",");
-  if (parts.length > MAX_ORDER_TERMS) throw orderError(`at most ${MAX_ORDER_TERMS} sort fields; ${allowed}`);
+  if (parts.length > MAX_ORDER_TERMS) throw orderError(`at most ${MAX_ORDER_TERMS} sort fields; ${allowed()}`);
   const terms: OrderTerm[] = [];
   for (const raw of parts) {
     const m = TERM.exec(raw.trim());
-    if (!m) throw orderError(`expected "<field>" or "<field> desc", got ${JSON.stringify(clip(raw.trim()))}; ${allowed}`);
+    if (!m) throw orderError(`expected "<field>" or "<field> desc", got ${JSON.stringify(clip(raw.trim()))}; ${allowed()}`);
     const [, name = "", direction] = m;
     const key = spec.names.get(name);
-    if (key === undefined) throw orderError(`unknown field ${JSON.stringify(clip(name))}; ${allowed}`);
+    if (key === undefined) throw orderError(`unknown field ${JSON.stringify(clip(name))}; ${allowed()}`);
     let desc = false;
     if (direction !== undefined) {
       const d = direction.toLowerCase();

@@ -10,12 +10,12 @@
 //
 //   const pages = createPreparedList(db, { name: "tags", table: tags, orderColumns });
 //   pages.page(plan, { shape, where: (p) => and(eq(tags.repoUid, p("repo")), ...), total: (p) => ..., values: { repo } });
-import { and, getTableColumns, sql, type SQL } from "drizzle-orm";
-import type { PgTable } from "drizzle-orm/pg-core";
-import { completePage, keysetOrderBy, keysetPredicate, pageColumns, readTotal, type AnyPgDatabase, type KeyedRow, type ListPage, type OrderColumns } from "./keyset.js";
+import { and, Column, getTableColumns, is, sql, type SQL } from "drizzle-orm";
+import type { PgColumn, PgTable } from "drizzle-orm/pg-core";
+import { completePage, keysetOrderBy, keysetPredicate, readTotal, sortKeySelection, totalSelection, type AnyPgDatabase, type KeyedRow, type ListPage, type OrderColumn, type OrderColumns } from "./keyset.js";
 import { orderText } from "./order-by.js";
 import type { ListPlan } from "./plan.js";
-import { hotStatement } from "../prepared-rows.js";
+import { hotStatement, isIdentity } from "../prepared-rows.js";
 
 /** A named value of the statement: a placeholder when preparing, the value itself when a statement is built for once. */
 export type Param = (name: string) => SQL | SQL.Aliased | ReturnType<typeof sql.placeholder>;
@@ -55,28 +55,58 @@ interface Prepared {
   execute(values: Record<string, unknown>): Promise<unknown>;
 }
 
+/** A shape's statement, and how the keyset values of a row it returns are read. */
+interface Statement {
+  prepared: Prepared;
+  keysOf: (last: KeyedRow<unknown>) => (string | null)[];
+}
+
+/** A text column's SQL type (text, varchar, a collated text such as the uid columns'); not arrays, not char (padded). */
+const TEXT_TYPE = /^(?:text|varchar(?:\(\d+\))?|character varying(?:\(\d+\))?)(?: COLLATE "[^"]+")?$/;
+
+/**
+ * The member of the row selection that holds `column` itself, when the column's value as read is exactly its
+ * `::text` (a text column read as it is): the keyset value is then taken from the row instead of being
+ * selected again beside it (for a page ordered by uid or name, one value less per row).
+ */
+function exactTextMember(row: Record<string, unknown>, column: OrderColumn): string | undefined {
+  if (!is(column, Column) || !TEXT_TYPE.test((column as PgColumn).getSQLType()) || !isIdentity(column as never)) return undefined;
+  return Object.keys(row).find((k) => row[k] === column);
+}
+
 /** Pages of `table` through statements prepared once per shape, over `db` (the database or a transaction). */
 export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(db: AnyPgDatabase, opts: PreparedListOptions<T>) {
-  const statements = new Map<string, Prepared>();
+  const statements = new Map<string, Statement>();
+  const rowColumns = (opts.columns ?? getTableColumns(opts.table)) as Record<string, unknown>;
   // Names only grow: a shape prepared after an eviction does not take an evicted statement's name.
-  let prepared = 0;
+  let count = 0;
   const max = opts.maxShapes ?? 256;
   const placeholder: Param = (name) => sql.placeholder(name);
 
-  function prepare(key: string, plan: ListPlan, q: PreparedListQuery): Prepared {
+  function prepare(key: string, plan: ListPlan, q: PreparedListQuery): Statement {
     // The plan's values replaced by placeholders: the cursor (null stays null: it shapes the predicate).
     const cursor = plan.cursor?.map((v, i) => (v === null ? null : (sql.placeholder(`list_k${i}`) as unknown as string)));
     const shaped = { ...plan, cursor };
-    const statement = db
-      .select({ row: (opts.columns ?? getTableColumns(opts.table)) as ReturnType<typeof getTableColumns<T>>, ...pageColumns(plan, opts.orderColumns, q.total(placeholder)) })
+    // Each term's keyset value: from the row's own member (a text column), or selected as k<i>.
+    const members = plan.order.map((t) => exactTextMember(rowColumns, opts.orderColumns[t.key]!));
+    const keys = Object.fromEntries(Object.entries(sortKeySelection(plan, opts.orderColumns)).filter((_, i) => members[i] === undefined));
+    const keysOf = (last: KeyedRow<unknown>) =>
+      members.map((m, i) => (m === undefined ? last.keys?.[`k${i}`] : (last.row as Record<string, string | null>)[m]) ?? null);
+    const prepared = db
+      .select({
+        row: rowColumns as ReturnType<typeof getTableColumns<T>>,
+        ...(Object.keys(keys).length > 0 ? { keys } : {}),
+        ...totalSelection(plan, q.total(placeholder)),
+      })
       .from(opts.table as PgTable)
       .where(and(q.where(placeholder), keysetPredicate(shaped, opts.orderColumns)))
       .orderBy(...keysetOrderBy(plan, opts.orderColumns))
       .limit(sql.placeholder("list_limit"))
       .offset(sql.placeholder("list_skip"))
-      .prepare(`${opts.name}_list_${prepared++}`);
-    hotStatement(statement, { planEachCall: q.planEachCall });
+      .prepare(`${opts.name}_list_${count++}`);
+    hotStatement(prepared, { planEachCall: q.planEachCall });
     if (statements.size >= max) statements.delete(statements.keys().next().value!);
+    const statement = { prepared, keysOf };
     statements.set(key, statement);
     return statement;
   }
@@ -89,8 +119,8 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
       const statement = statements.get(key) ?? prepare(key, plan, q);
       const values: Record<string, unknown> = { ...q.values, list_limit: plan.limit + 1, list_skip: plan.skip };
       if (plan.cursor) plan.cursor.forEach((v, i) => v !== null && (values[`list_k${i}`] = v));
-      const rows = (await statement.execute(values)) as KeyedRow<Row>[];
-      return completePage(plan, rows, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)));
+      const rows = (await statement.prepared.execute(values)) as KeyedRow<Row>[];
+      return completePage(plan, rows, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)), statement.keysOf);
     },
   };
 }
