@@ -171,9 +171,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     if (Number.isNaN(timeoutMs)) throw malformedTimeout("grpc-timeout", String(timeout));
     // The headers a call over Connect JSON would carry, as interceptors and handlers see them: the client's
     // but hop-by-hop, host, content and protocol headers.
-    const requestHeader = callHeaders(req.headers, isProtocolHeader);
-    requestHeader.set("content-type", "application/json");
-    requestHeader.set("connect-protocol-version", "1");
+    const requestHeader = callHeaders(req.headers, isProtocolHeader, JSON_CALL_HEADERS);
     const contextValues = callContextValues(req, record);
     const result = await invokeInProcess(
       spec,
@@ -435,6 +433,12 @@ function gatewayCause(err: unknown): unknown {
   if (err instanceof PathEncodingError) return invalidArgument({ field: "path", description: err.message });
   return err;
 }
+
+/** What a call over Connect JSON would say of its content, over the client's own headers. */
+const JSON_CALL_HEADERS: ReadonlyMap<string, string> = new Map([
+  ["content-type", "application/json"],
+  ["connect-protocol-version", "1"],
+]);
 
 function send(res: ResponseLike, status: number, body: string | Uint8Array): void {
   if (res.headersSent || res.writableEnded) return;

@@ -62,18 +62,133 @@ export function callContextValues(req: Parameters<typeof peerContextValues>[0], 
   return values;
 }
 
+/** A header name as Headers accepts it (an HTTP token). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** A value Headers would refuse (NUL, CR, LF) or trim (leading or trailing HTTP whitespace). */
+const VALUE_TO_CHECK = /[\0\r\n]|^[\t ]|[\t ]$/;
+
+/**
+ * A Node request's headers as the call's Headers. Most calls only get() a few of them (the authorization,
+ * a deadline), so they are read from the request's own header object until something else is asked of them
+ * (set, delete, iteration): only then are they copied, once, into the Headers itself. Copying them first, an
+ * append per header (each validated), cost 2 µs a call. get() and has() answer what the copy would: the same
+ * names left out, repeated values joined with ", ", the `extra` names (set after the request's own) winning.
+ */
+// Headers' methods, called on the instance (the DOM typings declare them as properties, which a subclass
+// cannot reach through super).
+const base = Headers.prototype;
+
+class RequestHeaders extends (Headers as new () => object) {
+  #raw: Record<string, string | string[] | undefined> | undefined;
+  readonly #skip: ((name: string) => boolean) | undefined;
+  readonly #extra: ReadonlyMap<string, string> | undefined;
+
+  constructor(raw: Record<string, string | string[] | undefined>, skip: ((name: string) => boolean) | undefined, extra: ReadonlyMap<string, string> | undefined) {
+    super();
+    this.#raw = raw;
+    this.#skip = skip;
+    this.#extra = extra;
+  }
+
+  /** The request's value of `name` (lower case) as the copy would hold it; null when it has none; undefined when only the copy can tell. */
+  #read(name: string): string | null | undefined {
+    if (!HEADER_NAME.test(name)) return undefined;
+    const key = name.toLowerCase();
+    const extra = this.#extra?.get(key);
+    if (extra !== undefined) return extra;
+    if (key.charCodeAt(0) === 58 /* ":" */ || this.#skip?.(key)) return null;
+    const value = this.#raw![key];
+    if (typeof value === "string") return VALUE_TO_CHECK.test(value) ? undefined : value;
+    // Repeated values: the copy trims and joins each. Anything else (what an object inherits) is no header.
+    return Array.isArray(value) ? undefined : null;
+  }
+
+  #copy(): void {
+    const raw = this.#raw;
+    if (raw === undefined) return;
+    this.#raw = undefined;
+    for (const name in raw) {
+      if (name.charCodeAt(0) === 58 /* ":" */ || this.#skip?.(name) || this.#extra?.has(name)) continue;
+      const value = raw[name];
+      if (value === undefined) continue;
+      if (Array.isArray(value)) for (const v of value) base.append.call(this as unknown as Headers, name, v);
+      else base.append.call(this as unknown as Headers, name, value);
+    }
+    if (this.#extra) for (const [name, value] of this.#extra) base.set.call(this as unknown as Headers, name, value);
+  }
+
+  get(name: string): string | null {
+    if (this.#raw !== undefined) {
+      const value = this.#read(name);
+      if (value !== undefined) return value;
+      this.#copy();
+    }
+    return base.get.call(this as unknown as Headers, name);
+  }
+
+  has(name: string): boolean {
+    if (this.#raw !== undefined) {
+      const value = this.#read(name);
+      if (value !== undefined) return value !== null;
+      this.#copy();
+    }
+    return base.has.call(this as unknown as Headers, name);
+  }
+
+  set(name: string, value: string): void {
+    this.#copy();
+    base.set.call(this as unknown as Headers, name, value);
+  }
+
+  append(name: string, value: string): void {
+    this.#copy();
+    base.append.call(this as unknown as Headers, name, value);
+  }
+
+  delete(name: string): void {
+    this.#copy();
+    base.delete.call(this as unknown as Headers, name);
+  }
+
+  getSetCookie(): string[] {
+    this.#copy();
+    return base.getSetCookie.call(this as unknown as Headers);
+  }
+
+  forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
+    this.#copy();
+    base.forEach.call(this as unknown as Headers, callback, thisArg);
+  }
+
+  keys(): ReturnType<Headers["keys"]> {
+    this.#copy();
+    return base.keys.call(this as unknown as Headers);
+  }
+
+  values(): ReturnType<Headers["keys"]> {
+    this.#copy();
+    return base.values.call(this as unknown as Headers);
+  }
+
+  entries(): ReturnType<Headers["entries"]> {
+    this.#copy();
+    return base.entries.call(this as unknown as Headers);
+  }
+
+  [Symbol.iterator](): ReturnType<Headers["entries"]> {
+    this.#copy();
+    return base[Symbol.iterator].call(this as unknown as Headers);
+  }
+}
+
 /**
  * A Node request's headers as the call sees them (Headers, repeated ones appended), without those `skip`
- * names; HTTP/2 pseudo-headers (":path") are never included.
+ * names, and with the `extra` ones set over the request's; HTTP/2 pseudo-headers (":path") are never included.
  */
-export function callHeaders(raw: Record<string, string | string[] | undefined>, skip?: (name: string) => boolean): Headers {
-  const out = new Headers();
-  for (const name in raw) {
-    if (name.charCodeAt(0) === 58 /* ":" */ || skip?.(name)) continue;
-    const value = raw[name];
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) out.append(name, v);
-    else out.append(name, value);
-  }
-  return out;
+export function callHeaders(
+  raw: Record<string, string | string[] | undefined>,
+  skip?: (name: string) => boolean,
+  extra?: ReadonlyMap<string, string>,
+): Headers {
+  return new RequestHeaders(raw, skip, extra) as unknown as Headers;
 }
