@@ -62,6 +62,10 @@ export function callContextValues(req: Parameters<typeof peerContextValues>[0], 
   return values;
 }
 
+// Headers' methods, called on the instance (the DOM typings declare them as properties, which a subclass
+// cannot reach through super).
+const base = Headers.prototype;
+
 /** A header name as Headers accepts it (an HTTP token). */
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** A value Headers would refuse (NUL, CR, LF) or trim (leading or trailing HTTP whitespace). */
@@ -74,10 +78,6 @@ const VALUE_TO_CHECK = /[\0\r\n]|^[\t ]|[\t ]$/;
  * append per header (each validated), cost 2 µs a call. get() and has() answer what the copy would: the same
  * names left out, repeated values joined with ", ", the `extra` names (set after the request's own) winning.
  */
-// Headers' methods, called on the instance (the DOM typings declare them as properties, which a subclass
-// cannot reach through super).
-const base = Headers.prototype;
-
 class RequestHeaders extends (Headers as new () => object) {
   #raw: Record<string, string | string[] | undefined> | undefined;
   readonly #skip: ((name: string) => boolean) | undefined;
@@ -90,13 +90,16 @@ class RequestHeaders extends (Headers as new () => object) {
     this.#extra = extra;
   }
 
-  /** The request's value of `name` (lower case) as the copy would hold it; null when it has none; undefined when only the copy can tell. */
+  /**
+   * The request's value of `name` as the copy would hold it; null when it has none; undefined when only the
+   * copy can tell (a name Headers refuses, as a pseudo-header's: the copy's get throws).
+   */
   #read(name: string): string | null | undefined {
     if (!HEADER_NAME.test(name)) return undefined;
     const key = name.toLowerCase();
     const extra = this.#extra?.get(key);
     if (extra !== undefined) return extra;
-    if (key.charCodeAt(0) === 58 /* ":" */ || this.#skip?.(key)) return null;
+    if (this.#skip?.(key)) return null;
     const value = this.#raw![key];
     if (typeof value === "string") return VALUE_TO_CHECK.test(value) ? undefined : value;
     // Repeated values: the copy trims and joins each. Anything else (what an object inherits) is no header.
