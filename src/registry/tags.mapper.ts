@@ -5,7 +5,8 @@ import type { Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { timestampOf } from "../kernel/timestamp.js";
 import type { FieldViolation } from "../kernel/errors/index.js";
 import { isValidDigest } from "./tag-kind.js";
-import type { TagRow, TagWrite } from "../db/schema/index.js";
+import type { TagWrite } from "../db/schema/index.js";
+import type { TagListRow } from "./tags.store.js";
 
 /** OCI distribution tag grammar. */
 export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
@@ -15,7 +16,7 @@ export const MAX_BUNDLE_LENGTH = 256;
 export const DIGEST_DESCRIPTION = "must be sha256: followed by 64 lowercase hexadecimal characters";
 
 /** The row as the message, every field set (a plain message object: no schema walk per row of a page). */
-export function toTag(row: Omit<TagRow, "repoUid" | "kind">): Tag {
+export function toTag(row: TagListRow): Tag {
   return {
     $typeName: "chainguard.platform.registry.v2.Tag",
     uid: row.uid,
