@@ -2,7 +2,7 @@
 // deadline or the client, ended once the call answers) and the method run through the interceptors as
 // Connect's own invokeUnaryImplementation runs it.
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { PingRequestSchema, PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { CallControl, callControlKey, CLIENT_GONE, clientGone, invokeInProcess, unaryImplementationsOf, type InProcessCall } from "../../src/kernel/invoke.js";
@@ -107,6 +107,38 @@ describe("invokeInProcess", () => {
     if (!result.ok) expect(result.error.code).toBe(Code.Internal);
     expect(control.aborted).toBe(true);
     expect(clientGone(control)).toBe(false);
+  });
+
+  it("gives the method Connect's context: the call's fields, its remaining time, and the signal of the request it was handed", async () => {
+    let seen: HandlerContext | undefined;
+    let remaining: number | undefined;
+    const contextSpec = unaryImplementationsOf((router) =>
+      router.service(PingService, {
+        ping(_req, ctx) {
+          seen = ctx;
+          remaining = ctx.timeoutMs();
+          return { response: "pong" };
+        },
+      }),
+    ).values().next().value!;
+    const control = new CallControl();
+    const values = createContextValues();
+    const timed = { ...call("", control), contextValues: values, timeoutMs: 5_000 };
+    const result = await invokeInProcess(contextSpec, timed, create(PingRequestSchema), []);
+    expect(result.ok).toBe(true);
+    expect(seen).toMatchObject({ service: PingService, method: contextSpec.method, protocolName: "test", requestMethod: "POST", url: "http://test/ping", values });
+    expect(seen!.requestHeader.get("x-mode")).toBe("");
+    expect(remaining).toBeGreaterThan(4_000);
+    expect(remaining).toBeLessThanOrEqual(5_000);
+    expect(seen!.signal.aborted).toBe(true); // the call has ended
+    expect(seen!.timeoutMs()).toBeUndefined();
+
+    // An interceptor that hands on a copy with a signal of its own: the method sees that signal.
+    const own = new AbortController();
+    const replacing: Interceptor = (next) => (req) => next({ ...req, signal: own.signal });
+    await invokeInProcess(contextSpec, call(), create(PingRequestSchema), [replacing]);
+    expect(seen!.signal).toBe(own.signal);
+    expect(seen!.timeoutMs()).toBeUndefined();
   });
 
   it("gives the method a live signal while it runs", async () => {

@@ -151,45 +151,59 @@ export function identityAmbiguous(identityUids: readonly string[], what: string)
  */
 export function createCandidateAccess(candidates: readonly Authenticated[]): Access {
   const all = candidates.map((c) => createAccess(c.principal, c.bindings));
-  if (all.length === 1) return all[0]!;
-  let chosen: Access | undefined;
-  const choose = async (test: (a: Access) => Promise<boolean>): Promise<Access | undefined> => {
-    if (chosen) return chosen;
-    for (const a of all) if (await test(a)) return (chosen = a);
+  return all.length === 1 ? all[0]! : new CandidateAccess(all);
+}
+
+/**
+ * createCandidateAccess's access over several candidates. A class, its getters on the prototype: an object
+ * literal's getter keeps its closure, and the call's objects it reaches, alive through V8's young-generation
+ * collections (kernel/invoke.ts, InProcessRequest).
+ */
+class CandidateAccess implements Access {
+  #chosen: Access | undefined;
+
+  constructor(private readonly all: readonly Access[]) {}
+
+  async #choose(test: (a: Access) => Promise<boolean>): Promise<Access | undefined> {
+    if (this.#chosen) return this.#chosen;
+    for (const a of this.all) if (await test(a)) return (this.#chosen = a);
     return undefined;
-  };
-  const holds = async (uid: string, capabilities: readonly Capability[]) => {
-    if (chosen) return chosen.holds(uid, capabilities);
-    return (await choose((a) => a.holds(uid, capabilities))) !== undefined;
-  };
-  return {
-    get principal() {
-      if (chosen) return chosen.principal;
-      const sole = soleCandidate(all, (a) => a.principal.homeGroup === undefined);
-      if (!sole) {
-        throw identityAmbiguous(
-          all.map((a) => a.principal.identityUid),
-          "this call names no group to choose by: exchange the token for the identity to use (Exchange with identity)",
-        );
-      }
-      return (chosen = sole).principal;
-    },
-    get actingAs() {
-      return chosen?.principal.identityUid;
-    },
-    async capabilitiesAt(uid) {
-      const a = await choose(async (a) => (await a.capabilitiesAt(uid)).size > 0);
-      return a ? a.capabilitiesAt(uid) : new Set<Capability>();
-    },
-    holds,
-    async require(uid, capabilities) {
-      if (!(await holds(uid, capabilities))) {
-        throw lacksCapabilities(uid);
-      }
-    },
-    async visibleScopes(capabilities) {
-      if (chosen) return chosen.visibleScopes(capabilities);
-      return outermost((await Promise.all(all.map((a) => a.visibleScopes(capabilities)))).flat());
-    },
-  };
+  }
+
+  get principal(): Principal {
+    if (this.#chosen) return this.#chosen.principal;
+    const sole = soleCandidate(this.all, (a) => a.principal.homeGroup === undefined);
+    if (!sole) {
+      throw identityAmbiguous(
+        this.all.map((a) => a.principal.identityUid),
+        "this call names no group to choose by: exchange the token for the identity to use (Exchange with identity)",
+      );
+    }
+    return (this.#chosen = sole).principal;
+  }
+
+  get actingAs(): string | undefined {
+    return this.#chosen?.principal.identityUid;
+  }
+
+  async capabilitiesAt(uid: string): Promise<ReadonlySet<Capability>> {
+    const a = await this.#choose(async (a) => (await a.capabilitiesAt(uid)).size > 0);
+    return a ? a.capabilitiesAt(uid) : new Set<Capability>();
+  }
+
+  async holds(uid: string, capabilities: readonly Capability[]): Promise<boolean> {
+    if (this.#chosen) return this.#chosen.holds(uid, capabilities);
+    return (await this.#choose((a) => a.holds(uid, capabilities))) !== undefined;
+  }
+
+  async require(uid: string, capabilities: readonly Capability[]): Promise<void> {
+    if (!(await this.holds(uid, capabilities))) {
+      throw lacksCapabilities(uid);
+    }
+  }
+
+  async visibleScopes(capabilities: readonly Capability[]): Promise<readonly string[]> {
+    if (this.#chosen) return this.#chosen.visibleScopes(capabilities);
+    return outermost((await Promise.all(this.all.map((a) => a.visibleScopes(capabilities)))).flat());
+  }
 }
