@@ -172,8 +172,9 @@ export type InProcessResult =
  * young-generation collections until the next full one. Every call's objects were then copied and promoted:
  * about 1.7 MB per scavenge and 5 ms of pause each under load (bench/README.md, change 24).
  *
- * `signal` is not an own property: an interceptor that copies the request (`{ ...req }`) must pass the
- * signal on itself, as Connect's own interceptors do when they replace it.
+ * `signal` is not an own property, so a copy of the request (`{ ...req }`) has none unless the interceptor
+ * that copies it sets one (as the deadline interceptor does over Connect's handlers); the handler context
+ * then gives the call's own signal.
  */
 class InProcessRequest implements UnaryRequest {
   readonly stream = false as const;
@@ -200,37 +201,42 @@ class InProcessRequest implements UnaryRequest {
 
 /**
  * The handler context of an in-process call: Connect's fields, the signal and the remaining time read
- * through the prototype (see InProcessRequest for why not an object literal with a getter).
+ * through the prototype (see InProcessRequest for why not an object literal with a getter). The signal is
+ * the one of the request the method was handed, or the call's own when that request carries none.
  */
 class InProcessContext implements HandlerContext {
   readonly service: HandlerContext["service"];
   readonly method: DescMethodUnary;
+  readonly protocolName: string;
   readonly requestMethod: string;
   readonly url: string;
   readonly requestHeader: Headers;
   readonly values: ContextValues;
   readonly #req: UnaryRequest;
+  readonly #control: CallControl;
   readonly #deadline: Deadline;
 
   constructor(
     req: UnaryRequest,
-    readonly protocolName: string,
+    call: InProcessCall,
     readonly responseHeader: Headers,
     readonly responseTrailer: Headers,
     deadline: Deadline,
   ) {
     this.service = req.service;
-    this.method = req.method as DescMethodUnary;
-    this.requestMethod = req.requestMethod;
-    this.url = req.url;
+    this.method = call.method;
+    this.protocolName = call.protocolName;
+    this.requestMethod = call.requestMethod;
+    this.url = call.url;
     this.requestHeader = req.header;
     this.values = req.contextValues;
     this.#req = req;
+    this.#control = call.control;
     this.#deadline = deadline;
   }
 
   get signal(): AbortSignal {
-    return this.#req.signal;
+    return (this.#req.signal as AbortSignal | undefined) ?? this.#control.signal;
   }
 
   timeoutMs(): number | undefined {
@@ -259,7 +265,7 @@ export async function invokeInProcess(spec: UnaryImplSpec, call: InProcessCall, 
   const responseTrailer = new Headers(call.responseTrailer);
   const request = new InProcessRequest(method, message, call.requestMethod, call.url, call.requestHeader, values, control);
   const run = async (req: UnaryRequest): Promise<UnaryResponse> => {
-    const output = await spec.impl(req.message as never, new InProcessContext(req, call.protocolName, responseHeader, responseTrailer, deadline));
+    const output = await spec.impl(req.message as never, new InProcessContext(req, call, responseHeader, responseTrailer, deadline));
     return { stream: false, message: isMessage(output, method.output) ? output : create(method.output, output as never), method, service: method.parent, header: responseHeader, trailer: responseTrailer };
   };
   try {

@@ -144,5 +144,10 @@ describe("invokeInProcess", () => {
   it("gives the method a live signal while it runs", async () => {
     const result = await invokeInProcess(spec, call("signal"), create(PingRequestSchema), []);
     expect(result.ok && (result.output as unknown as { response: string }).response).toBe("live");
+    // Through an interceptor that hands on a plain copy of the request (which has no signal of its own):
+    // the call's signal.
+    const copying: Interceptor = (next) => (req) => next({ ...req });
+    const copied = await invokeInProcess(spec, call("signal"), create(PingRequestSchema), [copying]);
+    expect(copied.ok && (copied.output as unknown as { response: string }).response).toBe("live");
   });
 });
