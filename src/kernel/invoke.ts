@@ -170,7 +170,7 @@ export type InProcessResult =
  * an object literal's getter (`{ get signal() {...} }`) makes the object a dictionary and keeps its closure,
  * with everything the closure reaches (the call's control, headers, values, message), alive through V8's
  * young-generation collections until the next full one. Every call's objects were then copied and promoted:
- * about 1.7 MB per scavenge and 5 ms of pause each under load (bench/README.md, change 24).
+ * about 1.7 MB per scavenge, and 2 to 7 ms each, under load (bench/README.md, change 24).
  *
  * `signal` is not an own property, so a copy of the request (`{ ...req }`) has none unless the interceptor
  * that copies it sets one (as the deadline interceptor does over Connect's handlers); the handler context
