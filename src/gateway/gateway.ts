@@ -84,6 +84,11 @@ interface Variable {
   /** The dotted path as written in the template (the key of the match result). */
   key: string;
   fields: DescField[];
+  /**
+   * The field when the path is one singular string field outside any oneof (the uid of most paths): set to
+   * the text as it is, as JSON parsing would set it, without a JSON merge.
+   */
+  plainString: DescField | undefined;
 }
 
 /** Where a derived update mask goes and what it is relative to. */
@@ -311,7 +316,7 @@ function compileBinding(method: DescMethodUnary, verb: string, template: string,
     const fields = resolveFields(input, v.fieldPath, where);
     const leaf = fields[fields.length - 1]!;
     if (leaf.fieldKind !== "scalar" && leaf.fieldKind !== "enum") throw new Error(`${where}: path variable ${v.fieldPath.join(".")} is not a scalar field`);
-    return { key: v.fieldPath.join("."), fields };
+    return { key: v.fieldPath.join("."), fields, plainString: plainStringField(fields) };
   });
   const body = bodyName === "" ? undefined : bodyName === "*" ? "*" : resolveFields(input, [bodyName], where)[0]!;
   const bound: BoundFields = {
@@ -364,8 +369,7 @@ function applyPathVariables(input: DescMessage, message: Message, variables: rea
   let parsed = false;
   for (const v of variables) {
     const text = values.get(v.key) ?? "";
-    // A top-level string field (the uid of most paths) takes the text as it is, as JSON parsing would set it.
-    if (isPlainStringField(v.fields)) (message as unknown as Record<string, string>)[v.fields[0]!.localName] = text;
+    if (v.plainString) (message as unknown as Record<string, string>)[v.plainString.localName] = text;
     else {
       insert(tree, v.fields, textToJson(v.fields[v.fields.length - 1]!, text));
       parsed = true;
@@ -379,10 +383,10 @@ function applyPathVariables(input: DescMessage, message: Message, variables: rea
   }
 }
 
-/** A path of one singular string field outside any oneof. */
-function isPlainStringField(fields: readonly DescField[]): boolean {
+/** The field of a path of one singular string field outside any oneof; undefined for any other path. */
+function plainStringField(fields: readonly DescField[]): DescField | undefined {
   const f = fields.length === 1 ? fields[0]! : undefined;
-  return f !== undefined && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING && f.oneof === undefined;
+  return f !== undefined && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING && f.oneof === undefined ? f : undefined;
 }
 
 /** Sets update_mask from the keys of the resource in the body, unless the body names a mask itself. */
