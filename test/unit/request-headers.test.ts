@@ -1,5 +1,6 @@
 // callHeaders (kernel/request.ts): the call's Headers read from the request's own header object until
 // something other than get/has is asked. Each read answers what the Headers copied up front would.
+import { inspect } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { callHeaders } from "../../src/kernel/request.js";
@@ -80,5 +81,15 @@ describe("callHeaders", () => {
       ["x-added", "1"],
     ]);
     expect([...new Headers(h)]).toEqual([...h]);
+  });
+
+  it("overrides every method of Headers, so none reads the copy before it is made", () => {
+    // A method this Node's Headers gains later would otherwise read the empty copy: this fails first.
+    const own = Object.getPrototypeOf(callHeaders({})) as object;
+    const methods = Reflect.ownKeys(Headers.prototype).filter((key) => key !== "constructor" && typeof Object.getOwnPropertyDescriptor(Headers.prototype, key)?.value === "function");
+    expect(methods.length).toBeGreaterThanOrEqual(10);
+    expect(methods.filter((key) => !Object.prototype.hasOwnProperty.call(own, key))).toEqual([]);
+    // util.inspect among them: a logged Headers shows the request's headers, not an empty copy.
+    expect(inspect(callHeaders({ authorization: "Bearer t", ":path": "/x" }))).toBe(inspect(new Headers({ authorization: "Bearer t" })));
   });
 });
