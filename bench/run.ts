@@ -13,6 +13,8 @@
 //   BENCH_BEFORE_ROOT=<checkout> npm run bench -- ab [--pairs 15] [--seconds 1] [--tags 100000] [--only TEXT]
 //     (PostgreSQL too; the code before a change against this one, in alternating pairs: the median ratio of
 //     server CPU per request)
+//   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT]   (PostgreSQL too, and
+//     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -22,13 +24,14 @@ import { benchAdvisories } from "./advisories.js";
 import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
 import { benchIam } from "./iam.js";
+import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
 import { benchProfile } from "./profile.js";
 import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -114,12 +117,13 @@ const benches: Record<string, () => Promise<void>> = {
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
+  perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
-// With no name, every benchmark but the soak (it takes ten minutes: name it), the profile and ab (it needs
-// BENCH_BEFORE_ROOT).
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "ab");
+// With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf)
+// and ab (it needs BENCH_BEFORE_ROOT).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {
