@@ -3,7 +3,7 @@
 // the V8 profiler (bench/profile.ts) cannot show: it samples the main thread's JavaScript only, and counts the
 // time a socket write waits for a woken PostgreSQL backend as the write's.
 //
-//   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT]
+//   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT] [--top N]
 //
 // On the registry's data (bench/registry-calls.ts), each call is measured on the server, then on its peer
 // (grpc-js for gRPC, Fastify for REST: bench/peer-*.ts), each loaded alone while `perf record` samples its
@@ -29,6 +29,8 @@ export interface PerfOptions {
   concurrency: number;
   /** Only the calls whose name contains this (case-insensitive). */
   only?: string;
+  /** Also list each process's N symbols with the most samples (default none). */
+  top?: number;
 }
 
 /** What ran, from a sample's object (dso) and symbol as `perf report` names them. */
@@ -41,16 +43,23 @@ export function categoryOf(dso: string, symbol: string): string {
   return "libc, node's C++, nghttp2, other";
 }
 
-/** Shares of samples by category from `perf report --sort dso,sym` text ("  1.05%  node  [.] v8::String::WriteUtf8"). */
+/** The lines of `perf report --sort dso,sym` text ("  1.05%  node  [.] v8::String::WriteUtf8"), in its order. */
+function reportLines(report: string): { share: number; dso: string; symbol: string }[] {
+  const out: { share: number; dso: string; symbol: string }[] = [];
+  for (const line of report.split("\n")) {
+    // The JIT's object is named "[JIT] tid N"; perf pads names into columns.
+    const m = /^\s*([\d.]+)%\s+(\[[^\]]+\]|\S+(?: tid \d+)?)\s+\[[.k]\]\s+(.*)$/.exec(line);
+    if (m) out.push({ share: Number(m[1]) / 100, dso: m[2]!.trim(), symbol: m[3]!.trim() });
+  }
+  return out;
+}
+
+/** Shares of samples by category from `perf report --sort dso,sym` text. */
 export function categoryShares(report: string): Map<string, number> {
   const shares = new Map<string, number>();
-  for (const line of report.split("\n")) {
-    const m = /^\s*([\d.]+)%\s+(\[[^\]]+\]|\S+(?: tid \d+)?)\s+\[[.k]\]\s+(.*)$/.exec(line);
-    if (!m) continue;
-    // The JIT's object is named "[JIT] tid N"; perf pads names into columns.
-    const dso = m[2]!.trim();
-    const category = categoryOf(dso, m[3]!.trim());
-    shares.set(category, (shares.get(category) ?? 0) + Number(m[1]) / 100);
+  for (const { share, dso, symbol } of reportLines(report)) {
+    const category = categoryOf(dso, symbol);
+    shares.set(category, (shares.get(category) ?? 0) + share);
   }
   return shares;
 }
@@ -60,8 +69,14 @@ function perfAvailable(): boolean {
   return r.status === 0;
 }
 
+interface Sampled {
+  shares: Map<string, number>;
+  /** The symbols with the most samples, as "<share>  <symbol>". */
+  top: string[];
+}
+
 /** `perf record` of one process for `seconds` (started now), then its report's shares. */
-async function recordShares(pid: number, seconds: number, during: () => Promise<void>): Promise<Map<string, number>> {
+async function record(pid: number, seconds: number, during: () => Promise<void>, top: number): Promise<Sampled> {
   const out = `/tmp/bench-perf-${pid}-${Date.now()}.data`;
   const rec = spawn("perf", ["record", "-F", "1999", "-p", String(pid), "-o", out, "--", "sleep", String(seconds)], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
@@ -75,7 +90,8 @@ async function recordShares(pid: number, seconds: number, during: () => Promise<
       maxBuffer: 64 * 1024 * 1024,
     });
     if (report.status !== 0) throw new Error(`perf report failed: ${report.stderr}`);
-    return categoryShares(report.stdout);
+    const lines = reportLines(report.stdout).slice(0, top);
+    return { shares: categoryShares(report.stdout), top: lines.map((l) => `${(l.share * 100).toFixed(2).padStart(6)}%  ${l.symbol.slice(0, 110)}`) };
   } finally {
     rmSync(out, { force: true });
   }
@@ -117,21 +133,22 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
           { label: "this server", pid: api.serverPid, port: api.port },
           { label: rest ? "Fastify peer" : "grpc-js peer", pid: rest ? fastify.pid : grpcPeer.pid, port: rest ? fastifyPort : grpcPeerPort },
         ];
-        const results = new Map<string, { cpu: number[]; rps: number[]; shares: Map<string, number>[] }>();
+        const results = new Map<string, { cpu: number[]; rps: number[]; shares: Map<string, number>[]; top: string[] }>();
         for (let round = 0; round < 2; round++) {
           for (const side of sides) {
             let cpu = 0;
             let rps = 0;
-            const shares = await recordShares(side.pid, opts.seconds, async () => {
+            const sampled = await record(side.pid, opts.seconds, async () => {
               const r = await measure(name, sender(side.port), { concurrency: opts.concurrency, seconds: opts.seconds, warmupSeconds: 0, cpu: [processCpu("server", side.pid)] });
               if (r.errors > 0) throw new Error(`${side.label}: ${r.errors} errors on ${name}`);
               cpu = r.cpu.server!;
               rps = r.rps;
-            });
-            const entry = results.get(side.label) ?? { cpu: [], rps: [], shares: [] };
+            }, opts.top ?? 0);
+            const entry = results.get(side.label) ?? { cpu: [], rps: [], shares: [], top: [] };
             entry.cpu.push(cpu);
             entry.rps.push(rps);
-            entry.shares.push(shares);
+            entry.shares.push(sampled.shares);
+            entry.top = sampled.top; // the last round's
             results.set(side.label, entry);
           }
         }
@@ -147,7 +164,7 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
   });
 }
 
-function print(name: string, results: Map<string, { cpu: number[]; rps: number[]; shares: Map<string, number>[] }>): void {
+function print(name: string, results: Map<string, { cpu: number[]; rps: number[]; shares: Map<string, number>[]; top: string[] }>): void {
   const labels = [...results.keys()];
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   console.log(`\n${name}, two rounds, each process loaded alone (mean of the rounds)`);
@@ -163,5 +180,11 @@ function print(name: string, results: Map<string, { cpu: number[]; rps: number[]
       return `${(share * 100).toFixed(1)}%  ${(share * mean(results.get(l)!.cpu)).toFixed(3)} ms`.padStart(24);
     });
     console.log(`  ${c.padEnd(50)}${cells.join("")}`);
+  }
+  for (const l of labels) {
+    const top = results.get(l)!.top;
+    if (top.length === 0) continue;
+    console.log(`  ${l}, top symbols (second round):`);
+    for (const line of top) console.log(`    ${line}`);
   }
 }

@@ -13,7 +13,7 @@
 //   BENCH_BEFORE_ROOT=<checkout> npm run bench -- ab [--pairs 15] [--seconds 1] [--tags 100000] [--only TEXT]
 //     (PostgreSQL too; the code before a change against this one, in alternating pairs: the median ratio of
 //     server CPU per request)
-//   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT]   (PostgreSQL too, and
+//   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT] [--top N]   (PostgreSQL too, and
 //     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
@@ -117,7 +117,7 @@ const benches: Record<string, () => Promise<void>> = {
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
-  perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only }),
+  perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
