@@ -7,7 +7,8 @@
 //
 // On the registry's data (bench/registry-calls.ts), each call is measured on the server, then on its peer
 // (grpc-js for gRPC, Fastify for REST: bench/peer-*.ts), each loaded alone while `perf record` samples its
-// process, two rounds. All three run under tsx with --perf-basic-prof, so JavaScript frames carry names.
+// process (after a second of the same load, unrecorded), two rounds. All three run under tsx with
+// --perf-basic-prof, so JavaScript frames carry names.
 // Each process's samples are grouped by what ran (optimized JavaScript, V8's runtime, its builtins and inline
 // caches, the garbage collector, the kernel, libc and node's C++), as shares and as ms of CPU per request.
 // Needs the `perf` tool and permission to sample another process (root, or kernel.perf_event_paranoid <= 1).
@@ -75,15 +76,16 @@ interface Sampled {
   top: string[];
 }
 
-/** `perf record` of one process for `seconds` (started now), then its report's shares. */
+/** `perf record` of one process while `during` runs (for `seconds`), then its report's shares and top symbols. */
 async function record(pid: number, seconds: number, during: () => Promise<void>, top: number): Promise<Sampled> {
   const out = `/tmp/bench-perf-${pid}-${Date.now()}.data`;
   const rec = spawn("perf", ["record", "-F", "1999", "-p", String(pid), "-o", out, "--", "sleep", String(seconds)], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   rec.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
-  await during();
-  const code = await new Promise<number | null>((resolve) => rec.once("exit", resolve));
+  const exited = new Promise<number | null>((resolve) => rec.once("exit", resolve));
   try {
+    await during();
+    const code = await exited;
     if (code !== 0) throw new Error(`perf record failed (${code}): ${stderr.trim()}`);
     const report = spawnSync("perf", ["report", "-i", out, "--no-children", "--sort", "dso,sym", "--stdio", "-g", "none", "--percent-limit", "0"], {
       encoding: "utf8",
@@ -93,6 +95,9 @@ async function record(pid: number, seconds: number, during: () => Promise<void>,
     const lines = reportLines(report.stdout).slice(0, top);
     return { shares: categoryShares(report.stdout), top: lines.map((l) => `${(l.share * 100).toFixed(2).padStart(6)}%  ${l.symbol.slice(0, 110)}`) };
   } finally {
+    // A measurement that failed leaves perf running: stop it before its file is removed.
+    if (rec.exitCode === null && rec.signalCode === null) rec.kill("SIGINT");
+    await exited;
     rmSync(out, { force: true });
   }
 }
@@ -123,7 +128,8 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
       stops.push(() => fastify.stop());
       const grpcPeerPort = (JSON.parse(await grpcPeer.next()) as { port: number }).port;
       const fastifyPort = (JSON.parse(await fastify.next()) as { port: number }).port;
-      pids.push(api.serverPid, grpcPeer.pid, fastify.pid);
+      // Each node process writes a map: the servers' and the tsx launchers' above them.
+      pids.push(api.serverPid, grpcPeer.pid, fastify.pid, api.process.pid!, grpcPeer.process.pid!, fastify.process.pid!);
 
       const only = opts.only?.toLowerCase();
       const calls = targets.filter(([name]) => !name.startsWith("Ping") && (!only || name.toLowerCase().includes(only)));
@@ -138,6 +144,8 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
           for (const side of sides) {
             let cpu = 0;
             let rps = 0;
+            // A second of the same load first, unrecorded, so the samples are of warm code.
+            await measure(name, sender(side.port), { concurrency: opts.concurrency, seconds: 1, warmupSeconds: 0 });
             const sampled = await record(side.pid, opts.seconds, async () => {
               const r = await measure(name, sender(side.port), { concurrency: opts.concurrency, seconds: opts.seconds, warmupSeconds: 0, cpu: [processCpu("server", side.pid)] });
               if (r.errors > 0) throw new Error(`${side.label}: ${r.errors} errors on ${name}`);
