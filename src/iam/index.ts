@@ -1,5 +1,6 @@
 // The IAM domain's services.
 import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
@@ -39,10 +40,14 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
  * The services whose writes can change what a caller is granted (an identity's home group or existence, a
  * role's capabilities, role bindings, and the mappings whose deletion deletes the bindings they made;
  * deleting an identity provider deletes its mappings and so their bindings; accepting a group invite makes
- * an identity and a binding): after each, the server
- * forgets the grants it remembered.
+ * an identity and a binding; creating an organization binds its founder as owner): after each, the server
+ * forgets the grants it remembered, before it answers. Other servers hear of it by the database's
+ * notification, which may come later: a service missing here lets this server's next call be answered from
+ * the grants before the change (test/integration/grants-freshness.test.ts).
  */
 export const grantServiceNames: readonly string[] = [
+  // CreateGroup without a parent makes an organization and binds its founder as owner.
+  GroupsService.typeName,
   IdentitiesService.typeName,
   RolesService.typeName,
   RoleBindingsService.typeName,

@@ -438,6 +438,7 @@ describe.each(protocols.filter((p) => p !== "rest"))("CreateGroup: a new organiz
     expect(bindings[0]!.uid.startsWith(org.uid + "/")).toBe(true);
 
     const got = await call(protocol, base(), GroupsService.method.getGroup, { uid: org.uid }, auth);
+    expect(got.error, got.error?.message).toBeUndefined();
     expect(got.message?.uid).toBe(org.uid);
     const sub = await call(protocol, base(), GroupsService.method.createGroup, { parent: org.uid, group: { name: "first team" } }, auth);
     expect(sub.message?.uid.startsWith(org.uid + "/")).toBe(true);

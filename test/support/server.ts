@@ -36,6 +36,12 @@ export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrid
   externalOptions?: Partial<Omit<ExternalVerifierOptions, "directory" | "self">>;
   /** Runs an event delivery worker with these options (none by default: most tests deliver nothing). */
   delivery?: Partial<DeliveryOptions>;
+  /**
+   * Hands the app each database notification (a grant changed, ...) this many ms after it arrives: a
+   * notification as late as one from another replica on a loaded machine. Only what the server clears for
+   * itself is then fresh at once.
+   */
+  notificationDelayMs?: number;
 };
 
 const UNLIMITED = { burst: 1_000_000, perMinute: 1_000_000 };
@@ -53,7 +59,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1", errorDomain: opts.serviceDomain ?? "platform.test" });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
-  const { externalOptions, delivery, ...appOpts } = opts;
+  const { externalOptions, delivery, notificationDelayMs, ...appOpts } = opts;
   const directory = createIdentityDirectory(database.db);
   const external =
     appOpts.external ??
@@ -67,7 +73,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const sinks = appOpts.sinks ?? sinkPolicyFor("development");
   const allowInsecureLoopbackIssuers = externalOptions?.allowInsecureLoopback ?? true;
   const app = createApp({
-    database,
+    database: notificationDelayMs === undefined ? database : withLateNotifications(database, notificationDelayMs),
     serviceDomain: "platform.test",
     pageTokenSecret,
     issuerUrl: baseUrl,
@@ -108,5 +114,14 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       await app.close();
       await database.dispose();
     },
+  };
+}
+
+/** The database with each notification handed to its listener `ms` after it arrives. */
+function withLateNotifications(database: TestDatabase, ms: number): TestDatabase {
+  return {
+    ...database,
+    listen: (channel, onNotify, onReady, onLost) =>
+      database.listen(channel, (payload) => void setTimeout(() => onNotify(payload), ms).unref(), onReady, onLost),
   };
 }
