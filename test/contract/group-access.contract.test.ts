@@ -7,7 +7,6 @@ import { durationMs } from "@bufbuild/protobuf/wkt";
 import { and, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupAccessRequestsService } from "../../gen/apiserver/iam/v1/group_access_requests_pb.js";
-import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { BadRequestSchema, ErrorInfoSchema, PreconditionFailureSchema, ResourceInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -15,7 +14,7 @@ import { groupAccessRequests, identities, outboxEvents, roleBindings } from "../
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertPerson, seedWorld, type World } from "../support/world.js";
 import { call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -31,21 +30,7 @@ const q = { a: "", b: "", c: "", approved: "" };
 const base = () => server.baseUrl;
 
 /** A root-level identity (a person) with no bindings, and its authorization header. */
-async function person(name: string, email = ""): Promise<{ uid: string; auth: Record<string, string> }> {
-  const uid = newRootUid();
-  const subject = `subject-${uid}`;
-  await server.database.db.insert(identities).values({
-    uid,
-    parentUid: null,
-    name,
-    email,
-    relationship: { claimMatch: { issuer: "https://issuer.test", subject } },
-    relationshipType: RelationshipType.CLAIM_MATCH,
-    issuer: "https://issuer.test",
-    subject,
-  });
-  return { uid, auth: { authorization: `Bearer ${await server.token(uid)}` } };
-}
+const person = (name: string, email = "") => insertPerson(server, name, email);
 
 async function insertRequest(group: string, identityUid: string, at: Date): Promise<string> {
   const uid = newChildUid(group);

@@ -6,14 +6,11 @@
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
-import { identities } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
-import { newRootUid } from "../../src/kernel/uidp.js";
 import { call, protocols, type Protocol } from "../contract/harness.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertPerson, seedWorld, type World } from "../support/world.js";
 
 let server: TestServer;
 let world: World;
@@ -26,29 +23,13 @@ afterAll(async () => {
   await server?.close();
 });
 
-/** A root-level identity with no binding, and the Authorization header of a token for it. */
-async function newcomer(name: string): Promise<{ uid: string; auth: Record<string, string> }> {
-  const uid = newRootUid();
-  const subject = `subject-${uid}`;
-  await server.database.db.insert(identities).values({
-    uid,
-    parentUid: null,
-    name,
-    relationship: { claimMatch: { issuer: "https://issuer.test", subject } },
-    relationshipType: RelationshipType.CLAIM_MATCH,
-    issuer: "https://issuer.test",
-    subject,
-  });
-  return { uid, auth: { authorization: `Bearer ${await server.token(uid)}` } };
-}
-
 describe.each(protocols)("grants changed through this server hold at once [%s]", (protocol: Protocol) => {
   const getGroup = async (uid: string, auth: Record<string, string>) =>
     (await call(protocol, server.baseUrl, GroupsService.method.getGroup, { uid }, auth)).error?.code ?? "ok";
 
   // REST's CreateGroup path names a parent: an organization is created over the RPC protocols only.
   it.skipIf(protocol === "rest")("the founder of a new organization reads it in the next call", async () => {
-    const founder = await newcomer("founder");
+    const founder = await insertPerson(server, "founder");
     // Remembered now: the founder holds no binding.
     const eligible = await call(protocol, server.baseUrl, GroupsService.method.checkEligibility, {}, founder.auth);
     expect(eligible.error, eligible.error?.message).toBeUndefined();
@@ -58,7 +39,7 @@ describe.each(protocols)("grants changed through this server hold at once [%s]",
   });
 
   it("an identity bound by an owner reads the group in its next call, and not after the binding is deleted", async () => {
-    const member = await newcomer("member");
+    const member = await insertPerson(server, "member");
     expect(await getGroup(world.org, member.auth)).toBe(Code.PermissionDenied); // remembered: no binding
     const bound = await call(
       protocol,

@@ -80,3 +80,23 @@ export async function seedWorld(server: TestServer, name = "acme"): Promise<Worl
   ) as Record<Caller, string>;
   return { org, team, other, identity, token, auth: (c) => ({ authorization: `Bearer ${token[c]}` }) };
 }
+
+/**
+ * A root-level identity (a person) with no bindings, written straight to the database, and the
+ * Authorization header of a token for it.
+ */
+export async function insertPerson(server: TestServer, name: string, email = ""): Promise<{ uid: string; auth: Record<string, string> }> {
+  const uid = newRootUid();
+  const subject = `subject-${uid}`;
+  await server.database.db.insert(identities).values({
+    uid,
+    parentUid: null,
+    name,
+    email,
+    relationship: { claimMatch: { issuer: "https://issuer.test", subject } },
+    relationshipType: RelationshipType.CLAIM_MATCH,
+    issuer: "https://issuer.test",
+    subject,
+  });
+  return { uid, auth: { authorization: `Bearer ${await server.token(uid)}` } };
+}
