@@ -1,11 +1,5 @@
 // The IAM domain's services.
-import { ExternalGroupRoleMappingsService } from "../../gen/chainguard/platform/iam/v2/external_group_role_mappings_pb.js";
-import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import { IdentityProvidersService } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
-import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
-import { RolesService } from "../../gen/chainguard/platform/iam/v2/roles_pb.js";
-import { GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
+import { servedServices } from "../kernel/descriptors.js";
 import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
 import { accountAssociationsBindings } from "./account-associations.service.js";
 import { externalGroupRoleMappingsBindings } from "./external-group-role-mappings.service.js";
@@ -36,23 +30,18 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
   ];
 }
 
+/** The packages of the IAM domain's services (the contract's and this server's own). */
+const IAM_PACKAGES = new Set(["chainguard.platform.iam.v2", "apiserver.iam.v1"]);
+
 /**
- * The services whose writes can change what a caller is granted (an identity's home group or existence, a
- * role's capabilities, role bindings, and the mappings whose deletion deletes the bindings they made;
- * deleting an identity provider deletes its mappings and so their bindings; accepting a group invite makes
- * an identity and a binding; creating an organization binds its founder as owner): after each, the server
- * forgets the grants it remembered, before it answers. Other servers hear of it by the database's
- * notification, which may come later: a service missing here lets this server's next call be answered from
- * the grants before the change (test/integration/grants-freshness.test.ts).
+ * The services whose writes can change what a caller is granted: every service of the IAM domain. Grants
+ * hang on identities (their home group, their existence), roles (their capabilities) and role bindings, and
+ * many IAM writes reach them indirectly (creating an organization binds its founder as owner; deleting an
+ * identity provider deletes its mappings and so the bindings they made; accepting an invite makes an identity
+ * and a binding). After each such write the server forgets the grants it remembered, before it answers;
+ * other servers hear of it by the database's notification, which may come later. Every IAM service rather
+ * than a chosen few, so a write path added later cannot be missed (CreateGroup was, once:
+ * test/integration/grants-freshness.test.ts). IAM writes are rare; forgetting costs the next call of each
+ * caller one read.
  */
-export const grantServiceNames: readonly string[] = [
-  // CreateGroup without a parent makes an organization and binds its founder as owner.
-  GroupsService.typeName,
-  IdentitiesService.typeName,
-  RolesService.typeName,
-  RoleBindingsService.typeName,
-  ExternalGroupRoleMappingsService.typeName,
-  IdentityProvidersService.typeName,
-  // Accepting an invite creates an identity and a role binding.
-  GroupInviteAcceptanceService.typeName,
-];
+export const grantServiceNames: readonly string[] = servedServices.filter((s) => IAM_PACKAGES.has(s.file.proto.package ?? "")).map((s) => s.typeName);
