@@ -21,7 +21,7 @@ import { JWKS_PATH } from "../src/server/oidc-routes.js";
 import { BENCH_APPLICATION, processCpu } from "./cpu.js";
 import { withScratchDatabase } from "./database.js";
 import { measure } from "./load.js";
-import { startApiServer, startScript } from "./processes.js";
+import { startApiServer, startPeers } from "./processes.js";
 import { BENCH_ISSUER, seedRegistryCalls } from "./registry-calls.js";
 
 export interface PerfOptions {
@@ -121,13 +121,8 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
       const { targets } = await seedRegistryCalls(sqlc, database, opts.tags);
       const api = await startApiServer({ DATABASE_URL: url, ISSUER_URL: BENCH_ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn" }, { quiet: true });
       stops.push(() => api.stop());
-      const peerConfig = JSON.stringify({ databaseUrl: url, issuer: BENCH_ISSUER, jwksUrl: `http://127.0.0.1:${api.port}${JWKS_PATH}` });
-      const grpcPeer = await startScript("bench/peer-grpc.ts", [peerConfig]);
-      stops.push(() => grpcPeer.stop());
-      const fastify = await startScript("bench/peer-fastify.ts", [peerConfig]);
-      stops.push(() => fastify.stop());
-      const grpcPeerPort = (JSON.parse(await grpcPeer.next()) as { port: number }).port;
-      const fastifyPort = (JSON.parse(await fastify.next()) as { port: number }).port;
+      const { fastify, grpc: grpcPeer } = await startPeers({ databaseUrl: url, issuer: BENCH_ISSUER, jwksUrl: `http://127.0.0.1:${api.port}${JWKS_PATH}` });
+      stops.push(() => fastify.stop(), () => grpcPeer.stop());
       // Each node process writes a map: the servers' and the tsx launchers' above them.
       pids.push(api.serverPid, grpcPeer.pid, fastify.pid, api.process.pid!, grpcPeer.process.pid!, fastify.process.pid!);
 
@@ -137,9 +132,9 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
         const rest = name.includes("(REST)");
         const sides = [
           { label: "this server", pid: api.serverPid, port: api.port },
-          { label: rest ? "Fastify peer" : "grpc-js peer", pid: rest ? fastify.pid : grpcPeer.pid, port: rest ? fastifyPort : grpcPeerPort },
+          { label: rest ? "Fastify peer" : "grpc-js peer", pid: rest ? fastify.pid : grpcPeer.pid, port: rest ? fastify.port : grpcPeer.port },
         ];
-        const results = new Map<string, { cpu: number[]; rps: number[]; shares: Map<string, number>[]; top: string[] }>();
+        const results = new Map<string, SideResults>();
         for (let round = 0; round < 2; round++) {
           for (const side of sides) {
             let cpu = 0;
@@ -172,7 +167,15 @@ export async function benchPerf(opts: PerfOptions): Promise<void> {
   });
 }
 
-function print(name: string, results: Map<string, { cpu: number[]; rps: number[]; shares: Map<string, number>[]; top: string[] }>): void {
+/** One process's measurements of one call, a value per round (its top symbols: the last round's). */
+interface SideResults {
+  cpu: number[];
+  rps: number[];
+  shares: Map<string, number>[];
+  top: string[];
+}
+
+function print(name: string, results: Map<string, SideResults>): void {
   const labels = [...results.keys()];
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   console.log(`\n${name}, two rounds, each process loaded alone (mean of the rounds)`);

@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { PeerConfig } from "./peer-reads.js";
 
 const ownRoot = new URL("..", import.meta.url).pathname;
 const root = ownRoot;
@@ -161,6 +162,32 @@ export async function startScript(script: string, args: string[] = []): Promise<
     next,
     stop: () => stopChild(child),
   };
+}
+
+export interface PeerChild extends ScriptChild {
+  port: number;
+}
+
+/** A peer script (bench/peer-*.ts) on `config`, once it prints the port it listens on. */
+async function startPeer(script: string, config: PeerConfig): Promise<PeerChild> {
+  const child = await startScript(script, [JSON.stringify(config)]);
+  try {
+    return { ...child, port: (JSON.parse(await child.next()) as { port: number }).port };
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
+}
+
+/** The two peers, each its own process: Fastify (bench/peer-fastify.ts) and grpc-js (bench/peer-grpc.ts). */
+export async function startPeers(config: PeerConfig): Promise<{ fastify: PeerChild; grpc: PeerChild }> {
+  const fastify = await startPeer("bench/peer-fastify.ts", config);
+  try {
+    return { fastify, grpc: await startPeer("bench/peer-grpc.ts", config) };
+  } catch (err) {
+    await fastify.stop();
+    throw err;
+  }
 }
 
 /** Starts the bare node:http / node:http2 baseline; resolves with its ports. */

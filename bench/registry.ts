@@ -52,7 +52,7 @@ import { BENCH_APPLICATION, backendsCpu, processCpu, selfCpu, type CpuMeter } fr
 import { withScratchDatabase } from "./database.js";
 import { cpuCell, grpcMessageSender, grpcSender, http1Sender, measure, sqlSender, textTable, type Result, type Send, say } from "./load.js";
 import { PEER_APPLICATION } from "./peer-reads.js";
-import { startApiServer, startBareServer, startScript } from "./processes.js";
+import { startApiServer, startBareServer, startPeers } from "./processes.js";
 
 /** The issuer the servers under test are started with (ISSUER_URL): the seeded identity and the tokens name it. */
 export const BENCH_ISSUER = "https://bench.registry.invalid";
@@ -322,13 +322,10 @@ async function measureOn(scratchUrl: string, name: string, opts: RegistryBenchOp
     for (const n of notes) say(`  ${n}`);
 
     // The peers: the same reads served by Fastify and by grpc-js (peer-*.ts), each its own process.
-    const peerConfig = JSON.stringify({ databaseUrl: scratchUrl, issuer: BENCH_ISSUER, jwksUrl: `${base}${JWKS_PATH}` });
-    const fastify = await startScript("bench/peer-fastify.ts", [peerConfig]);
-    cleanups.push(() => fastify.stop());
-    const fastifyPort = (JSON.parse(await fastify.next()) as { port: number }).port;
-    const grpcPeer = await startScript("bench/peer-grpc.ts", [peerConfig]);
-    cleanups.push(() => grpcPeer.stop());
-    const grpcPeerPort = (JSON.parse(await grpcPeer.next()) as { port: number }).port;
+    const { fastify, grpc: grpcPeer } = await startPeers({ databaseUrl: scratchUrl, issuer: BENCH_ISSUER, jwksUrl: `${base}${JWKS_PATH}` });
+    cleanups.push(() => fastify.stop(), () => grpcPeer.stop());
+    const { port: fastifyPort } = fastify;
+    const { port: grpcPeerPort } = grpcPeer;
     const restPage1 = `/registry/v2/tags?uidp.children_of=${encodeURIComponent(repoUid)}&order_by=uid&page_size=${PAGE}`;
     const restRepo = `/registry/v2/repos/${repoUid}`;
     for (const n of await checkPeers({ base, fastifyPort, grpcPeerPort, auth, restPage1, restRepo, listRequest, repoUid })) {
