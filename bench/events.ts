@@ -45,6 +45,7 @@ import { say } from "./load.js";
 const ISSUER = "https://bench.events.invalid";
 const TYPE = "dev.chainguard.api.platform.registry.repo.created.v1";
 const METHOD = "/chainguard.platform.registry.v2.ReposService/CreateRepo";
+const BODY_TYPE = "chainguard.platform.registry.v2.Repo";
 /** A measurement that makes no progress for this long has failed. */
 const STALL_MS = 60_000;
 
@@ -114,8 +115,8 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
       await sqlc`truncate outbox_events cascade`;
       await sqlc.begin(async (tx) => {
         await tx`
-          insert into outbox_events (type, subject, group_uid, audience, method, actor, body)
-          select ${TYPE}, ${org} || '/' || lpad(to_hex(i), 16, '0'), ${org}, 2, ${METHOD}, ${actor},
+          insert into outbox_events (type, subject, group_uid, audience, method, actor, body_type, extensions, body)
+          select ${TYPE}, ${org} || '/' || lpad(to_hex(i), 16, '0'), ${org}, 2, ${METHOD}, ${actor}, ${BODY_TYPE}, jsonb_build_object('group', ${org}::text),
                  jsonb_build_object(
                    'uid', ${org} || '/' || lpad(to_hex(i), 16, '0'),
                    'name', 'apps/service-' || i,
@@ -155,6 +156,8 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
         method: METHOD,
         actor,
         body: sample!.body,
+        bodyType: BODY_TYPE,
+        extensions: { group: org },
         eventTime: sample!.create_time,
       },
       { issuer: ISSUER, keys },

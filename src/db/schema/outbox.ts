@@ -22,8 +22,15 @@ export const outboxEvents = pgTable(
     method: text("method").notNull(),
     /** The uid of the calling identity. */
     actor: text("actor").notNull(),
-    /** The method's response (its request, for a delete) as proto3 JSON, with redacted fields cleared. */
-    body: jsonb("body").$type<Record<string, unknown>>().notNull(),
+    /**
+     * The method's response (its request, for a delete) as proto3 JSON, as the published SDK's redaction of its
+     * type leaves it (kernel/outbox.ts); null when the event carries no body.
+     */
+    body: jsonb("body").$type<Record<string, unknown>>(),
+    /** The body's full proto message name (the CloudEvent `bodytype` extension); empty in rows written before it. */
+    bodyType: text("body_type").notNull().default(""),
+    /** The other CloudEvent extension attributes (`group`, `identityprovider`) by name; empty in rows written before them. */
+    extensions: jsonb("extensions").$type<Record<string, string>>().notNull().default({}),
     createTime: instant("create_time").notNull().defaultNow(),
   },
   (t) => [index("outbox_events_create_time_idx").on(t.createTime, t.id)],

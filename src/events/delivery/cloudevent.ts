@@ -4,8 +4,13 @@
 //   ce-specversion 1.0            ce-id      the event's id (the same on every attempt and every sink)
 //   ce-type        the method's event type   ce-source  <issuer URL>/<package>.<Service>/<Method>
 //   ce-subject     the resource uid          ce-time    when the change was committed (RFC 3339)
-//   ce-group       the group it happened in  content-type application/json
-//   body           {"actor": {"subject": <caller uid>}, "body": <response, or request for a delete>}
+//   ce-bodytype    the body's proto message name (what the published SDK's events.Body decodes it into)
+//   ce-<extension> each extension the method's event names, as the published SDK sets it for the type: ce-group
+//                  (for most types the group the resource is in; the organization for tags and identity
+//                  provider mappings; the parent of a deleted group), ce-identityprovider (a mapping's provider)
+//   content-type   application/json
+//   body           {"actor": {"subject": <caller uid>}, "body": <response, or request for a delete>}, the body
+//                  as the SDK's redaction for its type leaves it, and left out when that is nothing
 //   authorization  Bearer <JWT: iss = issuer, aud = "customer", sub = "webhook:<subscription's group>",
 //                  webhook.digest = "sha256:<hex of the body>", valid a few minutes>
 //
@@ -26,9 +31,21 @@ export interface DeliveryRequest {
   body: Buffer;
 }
 
-/** The body: the actor and the stored event body, as JSON bytes. */
+/** The body: the actor and the stored event body (when the event has one), as JSON bytes. */
 export function deliveryBody(d: Pick<ClaimedDelivery, "actor" | "body">): Buffer {
-  return Buffer.from(`{"actor":{"subject":${JSON.stringify(d.actor)}},"body":${d.body}}`);
+  const actor = `{"actor":{"subject":${JSON.stringify(d.actor)}}`;
+  return Buffer.from(d.body === null ? `${actor}}` : `${actor},"body":${d.body}}`);
+}
+
+/** A CloudEvent extension's header: ce- and its name, which CloudEvents limits to lower-case letters and digits. */
+const EXTENSION_NAME = /^[a-z0-9]{1,20}$/;
+
+/** The ce-* headers of the event's extensions: the stored ones, else (rows recorded before them) ce-group. */
+function extensionHeaders(d: Pick<ClaimedDelivery, "extensions" | "bodyType" | "eventGroup">): Record<string, string> {
+  const stored = Object.entries(d.extensions).filter(([name, value]) => EXTENSION_NAME.test(name) && typeof value === "string" && value !== "");
+  const headers: Record<string, string> = stored.length > 0 ? Object.fromEntries(stored.map(([name, value]) => [`ce-${name}`, value])) : d.eventGroup ? { "ce-group": d.eventGroup } : {};
+  if (d.bodyType) headers["ce-bodytype"] = d.bodyType;
+  return headers;
 }
 
 export function digestOf(body: Buffer): string {
@@ -56,7 +73,7 @@ export async function deliveryRequest(d: ClaimedDelivery, opts: { issuer: string
       "ce-source": `${opts.issuer}${d.method}`,
       "ce-subject": d.subject,
       "ce-time": d.eventTime.toISOString(),
-      "ce-group": d.eventGroup,
+      ...extensionHeaders(d),
       "content-type": "application/json",
       "content-length": String(body.length),
       authorization: `Bearer ${token}`,

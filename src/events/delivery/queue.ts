@@ -25,8 +25,12 @@ export interface ClaimedDelivery {
   eventGroup: string;
   method: string;
   actor: string;
-  /** The event body as JSON text, as stored. */
-  body: string;
+  /** The event body as JSON text, as stored; null when the event carries none. */
+  body: string | null;
+  /** The body's full proto message name ("" for events recorded before it was kept). */
+  bodyType: string;
+  /** The CloudEvent extension attributes by name (empty for events recorded before they were kept). */
+  extensions: Record<string, string>;
   eventTime: Date;
 }
 
@@ -55,6 +59,8 @@ function rowsOf(result: unknown): Row[] {
   return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[];
 }
 const asDate = (v: unknown) => (v instanceof Date ? v : new Date(String(v)));
+/** A jsonb object of strings, as either driver returns it (parsed, or as text). */
+const extensionsOf = (v: unknown): Record<string, string> => (typeof v === "string" ? (JSON.parse(v) as Record<string, string>) : ((v ?? {}) as Record<string, string>));
 
 export interface ClaimRequest {
   /** Most deliveries one subscription may have in flight in this process. */
@@ -94,7 +100,7 @@ export function createDeliveryQueue(db: Executor) {
         -- expecting up to LIMIT rows, hash-join a scan of the whole table: a claim's cost grew with the backlog.)
         WHERE d.event_id = ANY (ARRAY(SELECT event_id FROM due)) AND d.event_id = due.event_id AND d.subscription_uid = due.subscription_uid
         RETURNING d.event_id, d.subscription_uid, d.attempts, d.create_time, s.sink, s.group_uid AS subscription_group,
-                  e.type, e.subject, e.group_uid AS event_group, e.method, e.actor, e.body::text AS body, e.create_time AS event_time`);
+                  e.type, e.subject, e.group_uid AS event_group, e.method, e.actor, e.body::text AS body, e.body_type, e.extensions, e.create_time AS event_time`);
       return rowsOf(result).map((r) => ({
         eventId: String(r.event_id),
         subscriptionUid: String(r.subscription_uid),
@@ -107,7 +113,9 @@ export function createDeliveryQueue(db: Executor) {
         eventGroup: String(r.event_group),
         method: String(r.method),
         actor: String(r.actor),
-        body: String(r.body),
+        body: r.body === null ? null : String(r.body),
+        bodyType: String(r.body_type),
+        extensions: extensionsOf(r.extensions),
         eventTime: asDate(r.event_time),
       }));
     },

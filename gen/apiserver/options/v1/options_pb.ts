@@ -11,7 +11,7 @@ import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/proto
 import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Capability } from "../../../capabilities/capabilities_pb.js";
 import { file_capabilities_capabilities } from "../../../capabilities/capabilities_pb.js";
-import type { FieldOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
+import type { FieldOptions, MessageOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file apiserver/options/v1/options.proto.
  */
 export const file_apiserver_options_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSKqAgoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaKwoIRGlzYWJsZWQSHwoXaGFuZGxlcl92ZXJpZmllc19iZWFyZXIYASABKAgacQoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIEhkKEWlkZW50aXR5X29wdGlvbmFsGAMgASgIQgYKBG1vZGUijQEKCUV2ZW50UnVsZRIMCgR0eXBlGAEgASgJEhIKCmV4dGVuc2lvbnMYAiADKAkSMAoIYXVkaWVuY2UYAyABKA4yHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdWRpZW5jZRIVCg1zdWJqZWN0X2RlcHRoGAQgASgNEhUKDXN1YmplY3RfZmllbGQYBSABKAkqUgoIQXVkaWVuY2USGAoUQVVESUVOQ0VfVU5TUEVDSUZJRUQQABIVChFBVURJRU5DRV9JTlRFUk5BTBABEhUKEUFVRElFTkNFX0NVU1RPTUVSEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OjwKCWlhbV9zY29wZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIIaWFtU2NvcGViBnByb3RvMw", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
+  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSKqAgoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaKwoIRGlzYWJsZWQSHwoXaGFuZGxlcl92ZXJpZmllc19iZWFyZXIYASABKAgacQoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIEhkKEWlkZW50aXR5X29wdGlvbmFsGAMgASgIQgYKBG1vZGUizAEKCUV2ZW50UnVsZRIMCgR0eXBlGAEgASgJEhIKCmV4dGVuc2lvbnMYAiADKAkSMAoIYXVkaWVuY2UYAyABKA4yHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdWRpZW5jZRIVCg1zdWJqZWN0X2RlcHRoGAQgASgNEhUKDXN1YmplY3RfZmllbGQYBSABKAkSPQoPZ3JvdXBfZXh0ZW5zaW9uGAYgASgOMiQuYXBpc2VydmVyLm9wdGlvbnMudjEuR3JvdXBFeHRlbnNpb24iJwoJRXZlbnRCb2R5EgwKBGtlZXAYASADKAkSDAoEbm9uZRgCIAEoCCpSCghBdWRpZW5jZRIYChRBVURJRU5DRV9VTlNQRUNJRklFRBAAEhUKEUFVRElFTkNFX0lOVEVSTkFMEAESFQoRQVVESUVOQ0VfQ1VTVE9NRVIQAip3Cg5Hcm91cEV4dGVuc2lvbhIfChtHUk9VUF9FWFRFTlNJT05fVU5TUEVDSUZJRUQQABIgChxHUk9VUF9FWFRFTlNJT05fT1JHQU5JWkFUSU9OEAESIgoeR1JPVVBfRVhURU5TSU9OX1NVQkpFQ1RfUEFSRU5UEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OmEKCmV2ZW50X2JvZHkSHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnMY1IYDIAEoCzIfLmFwaXNlcnZlci5vcHRpb25zLnYxLkV2ZW50Qm9keVIJZXZlbnRCb2R5OjwKCWlhbV9zY29wZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIIaWFtU2NvcGU6QgoMc2VydmVyX2FkZGVkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjVhgMgASgIUgtzZXJ2ZXJBZGRlZGIGcHJvdG8z", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
 
 /**
  * How a method is authorized.
@@ -153,13 +153,23 @@ export type EventRule = Message<"apiserver.options.v1.EventRule"> & {
   subjectDepth: number;
 
   /**
-   * The request field (its proto name) that names the subject, for a method whose response has no uid and
-   * whose request has no iam_scope field: RequestGroupAccess (unscoped: anyone may ask) names the group asked
-   * for in group_uid, so the event is the group's and its subscribers hear it.
+   * The field (its proto name, of the response if it has one so named, else of the request) that names the
+   * subject, for a method whose response has no uid; it comes before the request's iam_scope field.
+   * RequestGroupAccess (unscoped: anyone may ask) names the group asked for in the request's group_uid, so the
+   * event is the group's and its subscribers hear it; AcceptTerms names the organization in the response's
+   * group (terms accepted through a sub-group are the organization's).
    *
    * @generated from field: string subject_field = 5;
    */
   subjectField: string;
+
+  /**
+   * What the event's `group` extension (ce-group) names, as the published SDK sets it for the type. Subscriptions
+   * are matched on the event's group (subject_depth) whatever this says.
+   *
+   * @generated from field: apiserver.options.v1.GroupExtension group_extension = 6;
+   */
+  groupExtension: GroupExtension;
 };
 
 /**
@@ -168,6 +178,35 @@ export type EventRule = Message<"apiserver.options.v1.EventRule"> & {
  */
 export const EventRuleSchema: GenMessage<EventRule> = /*@__PURE__*/
   messageDesc(file_apiserver_options_v1_options, 1);
+
+/**
+ * What an event body keeps of a message, where the published SDK's redaction for the type keeps less than the
+ * whole message (set on the message that is the body).
+ *
+ * @generated from message apiserver.options.v1.EventBody
+ */
+export type EventBody = Message<"apiserver.options.v1.EventBody"> & {
+  /**
+   * The fields kept (proto names); the others are left out of the event.
+   *
+   * @generated from field: repeated string keep = 1;
+   */
+  keep: string[];
+
+  /**
+   * The event carries no body at all, only its actor.
+   *
+   * @generated from field: bool none = 2;
+   */
+  none: boolean;
+};
+
+/**
+ * Describes the message apiserver.options.v1.EventBody.
+ * Use `create(EventBodySchema)` to create a new message.
+ */
+export const EventBodySchema: GenMessage<EventBody> = /*@__PURE__*/
+  messageDesc(file_apiserver_options_v1_options, 2);
 
 /**
  * Who may receive an event.
@@ -202,6 +241,40 @@ export const AudienceSchema: GenEnum<Audience> = /*@__PURE__*/
   enumDesc(file_apiserver_options_v1_options, 0);
 
 /**
+ * Which group an event's `group` extension names.
+ *
+ * @generated from enum apiserver.options.v1.GroupExtension
+ */
+export enum GroupExtension {
+  /**
+   * Unset: the group the event happened in (subject_depth).
+   *
+   * @generated from enum value: GROUP_EXTENSION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The organization: the root of the subject's uid (tags, identity provider mappings).
+   *
+   * @generated from enum value: GROUP_EXTENSION_ORGANIZATION = 1;
+   */
+  ORGANIZATION = 1,
+
+  /**
+   * The subject's parent (a deleted group: the group it was in).
+   *
+   * @generated from enum value: GROUP_EXTENSION_SUBJECT_PARENT = 2;
+   */
+  SUBJECT_PARENT = 2,
+}
+
+/**
+ * Describes the enum apiserver.options.v1.GroupExtension.
+ */
+export const GroupExtensionSchema: GenEnum<GroupExtension> = /*@__PURE__*/
+  enumDesc(file_apiserver_options_v1_options, 1);
+
+/**
  * The method's authorization rule. Every method carries one.
  *
  * @generated from extension: apiserver.options.v1.AuthRule auth = 50001;
@@ -218,11 +291,29 @@ export const event: GenExtension<MethodOptions, EventRule> = /*@__PURE__*/
   extDesc(file_apiserver_options_v1_options, 1);
 
 /**
+ * What an event body keeps of this message (unset: all of it).
+ *
+ * @generated from extension: apiserver.options.v1.EventBody event_body = 50004;
+ */
+export const event_body: GenExtension<MessageOptions, EventBody> = /*@__PURE__*/
+  extDesc(file_apiserver_options_v1_options, 2);
+
+/**
  * Marks the request field that names the group (or a resource inside it) on which the method's
  * capabilities are checked. On a message-typed field, the scope is the marked field inside it.
  *
  * @generated from extension: bool iam_scope = 50003;
  */
 export const iam_scope: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
-  extDesc(file_apiserver_options_v1_options, 2);
+  extDesc(file_apiserver_options_v1_options, 3);
+
+/**
+ * Marks a field this server adds to a published message (numbered above the message's published fields, so
+ * clients generated from the published packages skip it). The API serves it; event bodies leave it out, so
+ * that they decode strictly into the published message types.
+ *
+ * @generated from extension: bool server_added = 50005;
+ */
+export const server_added: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
+  extDesc(file_apiserver_options_v1_options, 4);
 
