@@ -19,6 +19,8 @@ export interface TestSink {
   answer: (req: Received, index: number) => SinkAnswer;
   /** Waits until at least n requests have arrived (fails after ms). */
   waitFor(n: number, ms?: number): Promise<Received[]>;
+  /** Waits until a request matching `test` has arrived, and returns the first (fails after ms). */
+  waitForMatch(test: (r: Received) => boolean, what: string, ms?: number): Promise<Received>;
   /** The CloudEvent ids received, with how many times each came. */
   idCounts(): Map<string, number>;
   close(): Promise<void>;
@@ -28,6 +30,11 @@ export async function startSink(path = "/hook"): Promise<TestSink> {
   const received: Received[] = [];
   const waiters = new Set<() => void>();
   const hung = new Set<http.ServerResponse>();
+  const arrival = () =>
+    new Promise<void>((r) => {
+      const t = setTimeout(r, 50);
+      waiters.add(() => (clearTimeout(t), r()));
+    });
   const sink: Omit<TestSink, "url"> = {
     received,
     answer: () => 200,
@@ -35,12 +42,18 @@ export async function startSink(path = "/hook"): Promise<TestSink> {
       const end = Date.now() + ms;
       while (received.length < n) {
         if (Date.now() > end) throw new Error(`sink: ${received.length} of ${n} requests after ${ms} ms`);
-        await new Promise<void>((r) => {
-          const t = setTimeout(r, 50);
-          waiters.add(() => (clearTimeout(t), r()));
-        });
+        await arrival();
       }
       return received.slice();
+    },
+    async waitForMatch(test, what, ms = 30_000) {
+      const end = Date.now() + ms;
+      for (;;) {
+        const found = received.find(test);
+        if (found) return found;
+        if (Date.now() > end) throw new Error(`sink: no ${what} among ${received.length} requests after ${ms} ms`);
+        await arrival();
+      }
     },
     idCounts() {
       const counts = new Map<string, number>();
