@@ -11,7 +11,7 @@ import { IdentityProviderSchema } from "../../gen/chainguard/platform/iam/v2/ide
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { TagsService } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { registry } from "../../src/kernel/descriptors.js";
+import { eventRuleOf, registry, servedMethods } from "../../src/kernel/descriptors.js";
 import { eventBody, eventPlanOf, groupOfSubject, outboxEventOf } from "../../src/kernel/outbox.js";
 
 const org = "0123456789abcdef0123456789abcdef01234567";
@@ -79,6 +79,12 @@ describe("outboxEventOf", () => {
     const del = AccountAssociationsService.method.deleteAccountAssociation;
     const event = outboxEventOf(eventPlanOf(del)!, { request: create(del.input, { uid: team }), response: create(del.output), actor: "me" }, registry);
     expect(event).toMatchObject({ subject: team, body: null, bodyType: "chainguard.platform.iam.v2.DeleteAccountAssociationRequest", extensions: { group: team } });
+  });
+
+  it("every served method that declares an event has a plan: its extensions, subject field and event_body are ones the outbox can follow", () => {
+    const evented = servedMethods.filter((m) => eventRuleOf(m));
+    expect(evented.length).toBeGreaterThan(30);
+    for (const m of evented) expect(() => eventPlanOf(m), `${m.parent.name}.${m.name}`).not.toThrow();
   });
 
   it("a method without an event has no plan", () => {
