@@ -258,6 +258,21 @@ export function parseMetricsToken(raw: string | undefined): string | undefined {
   return raw;
 }
 
+/**
+ * DATABASE_URL: a postgres:// or postgresql:// URL; unset or empty: the embedded database. Anything else is
+ * refused here, before a connection is tried (the PostgreSQL driver would take `mysql://h/db` for PostgreSQL
+ * on h). Only the scheme is echoed: the URL may hold a password.
+ */
+export function parseDatabaseUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(raw)?.[1]?.toLowerCase();
+  const expected = "postgres://<user>:<password>@<host>:5432/<database>, or unset it to use the embedded database";
+  if (scheme !== "postgres" && scheme !== "postgresql") {
+    throw new ConfigError(`DATABASE_URL must be a PostgreSQL URL (${expected}), got ${scheme ? `a ${scheme}: URL` : "no URL"}`);
+  }
+  return raw;
+}
+
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
@@ -326,7 +341,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     port,
     host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: parseDatabaseUrl(env.DATABASE_URL),
     dataDir: resolve(env.DATA_DIR || ".data"),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
     serviceDomain,

@@ -6,6 +6,7 @@
 // which is time spent waiting on the network.
 import { ConfigError, loadConfig, type Config } from "./config.js";
 import { DataDirLockedError } from "./db/data-dir-lock.js";
+import { DatabaseOpenError } from "./db/open-errors.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
 import type { KeyStore } from "./kernel/auth/index.js";
@@ -80,6 +81,23 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
 }
 
 let serving: ReturnType<typeof loadServing>;
+
+/** The API port's listen failures the user can act on, as a ConfigError naming PORT or HOST. */
+function listenFailure(err: unknown, config: Config): ConfigError | undefined {
+  const at = `${config.host}:${config.port}`;
+  switch ((err as NodeJS.ErrnoException).code) {
+    case "EADDRINUSE":
+      return new ConfigError(`PORT ${config.port}: another process already listens on ${at}: stop it, or set PORT to a free port (PORT=${config.port === 8080 ? 8081 : 8080} npm start)`);
+    case "EACCES":
+      return new ConfigError(`PORT ${config.port}: not allowed to listen on ${at} (ports below 1024 need privileges): set PORT to 1024 or above`);
+    case "EADDRNOTAVAIL":
+      return new ConfigError(`HOST ${config.host}: not an address of this machine: set HOST to one of its addresses (127.0.0.1, or 0.0.0.0 for every interface)`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new ConfigError(`HOST ${config.host}: the name is not known: set HOST to an address of this machine`);
+  }
+  return undefined;
+}
 
 /**
  * The metrics listener (METRICS_ADDR). One the operator named must start; the default one (127.0.0.1:9464)
@@ -159,7 +177,9 @@ async function main(): Promise<void> {
       ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     }),
   });
-  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls, errorDomain: config.serviceDomain });
+  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls, errorDomain: config.serviceDomain }).catch((err: unknown) => {
+    throw listenFailure(err, config) ?? err;
+  });
   const { delivery, ...deliveryOptions } = config.events;
   const events = delivery
     ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks, listen: database.listen, options: deliveryOptions })
@@ -192,10 +212,12 @@ async function main(): Promise<void> {
   process.on("SIGTERM", () => void stop("SIGTERM"));
 }
 
+// A failure the user can act on is one line saying what to do (which setting, which process); anything else
+// is a bug, logged with its stack.
 main().catch((err: unknown) => {
   if (err instanceof ConfigError) {
     log.error(`configuration error: ${err.message}`);
-  } else if (err instanceof DataDirLockedError) {
+  } else if (err instanceof DataDirLockedError || err instanceof DatabaseOpenError) {
     log.error(`failed to start: ${err.message}`);
   } else {
     log.error("failed to start", { err });

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { describeOpenFailure } from "./open-errors.js";
 import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
 import { DEFAULT_LIMITS } from "../config.js";
@@ -102,9 +103,12 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const { migrate } = await import("drizzle-orm/postgres-js/migrator");
 
-  const migrator = postgres(url, { max: 1, onnotice: () => {} });
+  const migrator = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S });
   try {
-    await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`;
+    // The first round trip: a database that cannot be reached or refuses the login is said in one line.
+    await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`.catch((err: unknown) => {
+      throw describeOpenFailure(err, url) ?? err;
+    });
     await migrate(drizzle(migrator), { migrationsFolder });
     await migrator`select pg_advisory_unlock(hashtext('apiserver:migrations'))`;
   } finally {
