@@ -186,7 +186,6 @@ async function main(): Promise<void> {
     : undefined;
   if (events) app.metrics.observeEvents(events);
   const metricsListener = await startMetricsListener(app, config);
-  if (config.mode === "development") await developmentLogin(database.db, keys, config);
 
   // A graceful stop: NOT_SERVING for health checks, no new connections or streams (HTTP/2 GOAWAY), requests
   // in flight finish (for at most the grace period), then the database closes and the process exits 0.
@@ -210,6 +209,8 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  // Once a signal stops the server gracefully: whoever reads the token may stop it at once.
+  if (config.mode === "development") await developmentLogin(database.db, keys, config);
 }
 
 // A failure the user can act on is one line saying what to do (which setting, which process); anything else

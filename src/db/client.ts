@@ -4,6 +4,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { readMigrationFiles } from "drizzle-orm/migrator";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
 import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
@@ -109,6 +110,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
     await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`.catch((err: unknown) => {
       throw describeOpenFailure(err, url) ?? err;
     });
+    await announceMigrations((text) => migrator.unsafe(text));
     await migrate(drizzle(migrator), { migrationsFolder });
     await migrator`select pg_advisory_unlock(hashtext('apiserver:migrations'))`;
   } finally {
@@ -256,9 +258,14 @@ function createSubscriptions(open: () => Sql) {
  */
 export async function openPglite(dataDir: string): Promise<Database> {
   let lock: DataDirLock | undefined;
-  if (!dataDir.startsWith("memory://")) {
+  const inMemory = dataDir.startsWith("memory://");
+  if (!inMemory) {
     mkdirSync(dataDir, { recursive: true });
     lock = lockDataDir(dataDir);
+    // Creating the database (initdb) is most of a first start: seconds to tens of seconds. Said first, so
+    // the wait is not silent.
+    if (existsSync(join(dataDir, "PG_VERSION"))) log.info("opening the embedded database", { dataDir });
+    else log.info("creating the embedded database (the first start takes a while: 10 to 30 s)", { dataDir });
   }
   // What undoes the open so far: the lock, then the client and the lock.
   let close = async (): Promise<void> => lock?.release();
@@ -278,6 +285,7 @@ export async function openPglite(dataDir: string): Promise<Database> {
     };
     const errors = createErrorCounts();
     const db = drizzle(countingErrors(client, errors.count), { schema });
+    if (!inMemory) await announceMigrations(async (text) => (await client.query<Record<string, unknown>>(text)).rows);
     await migrate(db, { migrationsFolder });
     return {
       db: db as unknown as Db,
@@ -297,6 +305,21 @@ export async function openPglite(dataDir: string): Promise<Database> {
   }
 }
 
+/**
+ * Logs how many migrations are about to be applied, when there are any (a first start applies them all).
+ * Drizzle's migrator applies those created after the last one it recorded: the same rule, read beforehand.
+ */
+async function announceMigrations(query: (text: string) => Promise<readonly Record<string, unknown>[]>): Promise<void> {
+  const [state] = await query("select to_regclass('drizzle.__drizzle_migrations') is not null as recorded");
+  let last = -Infinity;
+  if (state?.recorded === true) {
+    const [row] = await query("select max(created_at)::text as last from drizzle.__drizzle_migrations");
+    if (row?.last != null) last = Number(row.last);
+  }
+  const pending = readMigrationFiles({ migrationsFolder }).filter((m) => m.folderMillis > last).length;
+  if (pending > 0) log.info(`applying ${pending} database migration${pending === 1 ? "" : "s"}`);
+}
+
 /** The PGlite client with the failures of its queries and transactions reported (then rethrown). */
 function countingErrors<C extends object>(client: C, onError: (err: unknown) => void): C {
   const counted = new Set<PropertyKey>(["query", "exec", "transaction"]);
@@ -314,12 +337,14 @@ function countingErrors<C extends object>(client: C, onError: (err: unknown) => 
 }
 
 export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string; postgres?: PostgresOptions }): Promise<Database> {
+  const started = performance.now();
+  const ms = () => Math.round(performance.now() - started);
   if (cfg.databaseUrl) {
     const database = await openPostgres(cfg.databaseUrl, cfg.postgres);
-    log.info("database ready", { kind: "postgres" });
+    log.info("database ready", { kind: "postgres", ms: ms() });
     return database;
   }
   const database = await openPglite(cfg.dataDir);
-  log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir });
+  log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir, ms: ms() });
   return database;
 }
