@@ -27,6 +27,12 @@ export interface Config {
    */
   issuerUrl: string;
   /**
+   * Whether issuerUrl is the default (ISSUER_URL unset). In development the server then keeps the issuer of
+   * its first start, stored with the data, so that changing PORT changes neither the tokens nor the local
+   * organization (main.ts).
+   */
+  issuerDefaulted: boolean;
+  /**
    * Whether external issuers on loopback addresses may be fetched over plain http (for local identity
    * providers and tests). Other external issuers are always fetched over https. Default: development only.
    */
@@ -44,6 +50,8 @@ export interface Config {
    * this server's issuer URL.
    */
   externalAudiences: string[];
+  /** Whether externalAudiences is the default (EXTERNAL_AUDIENCES unset): the issuer URL. */
+  externalAudiencesDefaulted: boolean;
   /**
    * IDP_SECRET_KEY: the AES-256 key (base64 of 32 bytes) that encrypts identity providers' OIDC client
    * secrets at rest (iam/secret-box.ts). Unset: in development a key kept in the database is used; in
@@ -347,9 +355,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceDomain,
     mode,
     issuerUrl,
+    issuerDefaulted: !env.ISSUER_URL,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     allowPrivateOutbound: flag("ALLOW_PRIVATE_OUTBOUND", env.ALLOW_PRIVATE_OUTBOUND, mode === "development"),
     externalAudiences,
+    externalAudiencesDefaulted: !env.EXTERNAL_AUDIENCES,
     idpSecretKey,
     refreshTokenTtlSeconds: 3600 * integer("REFRESH_TOKEN_TTL_HOURS", env.REFRESH_TOKEN_TTL_HOURS, 720, 1, 24 * 365),
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),

@@ -65,10 +65,12 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
     ttlSeconds: 12 * 3600,
   });
   const base = `http://localhost:${config.port}`;
+  const kept = config.issuerUrl !== base && config.issuerDefaulted;
   process.stdout.write(
     [
       "",
       `Development mode: ${created ? "created" : "found"} organization "local" (${group}) owned by identity ${identity}.`,
+      ...(kept ? [`Its tokens keep the issuer ${config.issuerUrl} of the first start on this data (set ISSUER_URL to change it).`] : []),
       `A token for it, valid until ${expiry.toISOString()} (a new one is printed at every start):`,
       "",
       `  export TOKEN=${token}`,
@@ -117,8 +119,27 @@ async function startMetricsListener(app: { metrics: Parameters<typeof listenMetr
   }
 }
 
+/**
+ * Development without ISSUER_URL: the issuer is http://localhost:<PORT> of the first start on this data, kept
+ * with it. Tokens name their issuer and the local organization's owner is found by it, so an issuer that
+ * followed PORT made a restart on another port refuse every token printed before and create a second
+ * "local" organization. The discovery document and keys are served on the port in use; what differs is said.
+ */
+async function keepDevelopmentIssuer(db: Db, config: Config): Promise<Config> {
+  if (config.mode !== "development" || !config.issuerDefaulted) return config;
+  const { ensureStored } = await serving;
+  const issuerUrl = await ensureStored(db, "development-issuer", config.issuerUrl);
+  if (issuerUrl === config.issuerUrl) return config;
+  log.info(
+    `development issuer ${issuerUrl} kept from the first start on this data although PORT is ${config.port}: ` +
+      "the tokens and organization made before still work; set ISSUER_URL to choose another issuer",
+    { issuer: issuerUrl, port: config.port },
+  );
+  return { ...config, issuerUrl, externalAudiences: config.externalAudiencesDefaulted ? [issuerUrl] : config.externalAudiences };
+}
+
 async function main(): Promise<void> {
-  const config = loadConfig();
+  let config = loadConfig();
   setLogLevel(config.logLevel);
   serving = loadServing();
   // Awaited below; a failure meanwhile (while the database opens) must not count as unhandled.
@@ -139,6 +160,7 @@ async function main(): Promise<void> {
     listen,
     startDeliveryWorker,
   } = await serving;
+  config = await keepDevelopmentIssuer(database.db, config);
   // Independent of each other: side by side (on PostgreSQL, each is a few round trips).
   const [pageTokenSecret, storedIdpKey, keys] = await Promise.all([
     ensureSecret(database.db, "page-token"),
