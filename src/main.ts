@@ -146,7 +146,7 @@ async function main(): Promise<void> {
   serving.catch(() => {});
   // db/client.js is among them: the database opens as soon as it is loaded, while the rest go on loading.
   const { openDatabase } = await import("./db/client.js");
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
   const {
     ensureSecret,
     createKeyStore,

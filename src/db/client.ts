@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
-import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { DataDirLockedError, lockDataDir, type DataDirLock } from "./data-dir-lock.js";
 import { describeOpenFailure } from "./open-errors.js";
 import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
@@ -256,7 +256,7 @@ function createSubscriptions(open: () => Sql) {
  * locked while open (data-dir-lock.ts): opening one that another process has open throws DataDirLockedError,
  * before anything is read or written.
  */
-export async function openPglite(dataDir: string): Promise<Database> {
+export async function openPglite(dataDir: string, opts: { shareWithCommands?: boolean } = {}): Promise<Database> {
   let lock: DataDirLock | undefined;
   const inMemory = dataDir.startsWith("memory://");
   if (!inMemory) {
@@ -287,6 +287,18 @@ export async function openPglite(dataDir: string): Promise<Database> {
     const db = drizzle(countingErrors(client, errors.count), { schema });
     if (!inMemory) await announceMigrations(async (text) => (await client.query<Record<string, unknown>>(text)).rows);
     await migrate(db, { migrationsFolder });
+    if (opts.shareWithCommands && !inMemory) {
+      const { serveLocally } = await import("./local-socket.js");
+      const shared = await serveLocally(client, dataDir);
+      const closeClient = close;
+      close = async () => {
+        try {
+          await shared.close();
+        } finally {
+          await closeClient();
+        }
+      };
+    }
     return {
       db: db as unknown as Db,
       kind: "pglite",
@@ -297,7 +309,7 @@ export async function openPglite(dataDir: string): Promise<Database> {
         onReady();
         return unlisten;
       },
-      close,
+      close: () => close(),
     };
   } catch (err) {
     await close().catch(() => {}); // the open's error is the one to report
@@ -336,7 +348,48 @@ function countingErrors<C extends object>(client: C, onError: (err: unknown) => 
   });
 }
 
-export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string; postgres?: PostgresOptions }): Promise<Database> {
+/**
+ * The embedded database of a running server, through the socket it shares it on (local-socket.ts): one
+ * connection, one transaction at a time as on PGlite itself, no prepared statements kept in the session the
+ * server shares. Migrations are the server's. Undefined when the holder serves no socket (another command).
+ */
+async function openShared(locked: DataDirLockedError): Promise<Database | undefined> {
+  const { readSocketPointer } = await import("./local-socket.js");
+  const path = readSocketPointer(locked.dataDir, locked.pid);
+  if (!path) return undefined;
+  const { default: postgres } = await import("postgres");
+  const { drizzle } = await import("drizzle-orm/postgres-js");
+  const client = postgres({ path, max: 1, prepare: false, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S });
+  try {
+    await client`select 1`;
+  } catch {
+    await client.end({ timeout: 0 }).catch(() => {});
+    return undefined; // the server stopped meanwhile: the lock's message says what to do
+  }
+  const errors = createErrorCounts();
+  return {
+    db: drizzle(client, { schema }) as unknown as Db,
+    kind: "pglite",
+    stats: () => ({ pool: undefined, queryErrors: errors.counts }),
+    listen() {
+      throw new Error("a command on a running server's embedded database cannot listen for notifications");
+    },
+    close: () => client.end({ timeout: 5 }),
+  };
+}
+
+export interface OpenOptions {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  postgres?: PostgresOptions;
+  /**
+   * The embedded database, when another process has it open: "serve" (the server) shares it with the
+   * commands while it runs; "join" (a command) uses the running server's when there is one. Unset: refused.
+   */
+  share?: "serve" | "join";
+}
+
+export async function openDatabase(cfg: OpenOptions): Promise<Database> {
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   if (cfg.databaseUrl) {
@@ -344,7 +397,15 @@ export async function openDatabase(cfg: { databaseUrl: string | undefined; dataD
     log.info("database ready", { kind: "postgres", ms: ms() });
     return database;
   }
-  const database = await openPglite(cfg.dataDir);
+  let database: Database;
+  try {
+    database = await openPglite(cfg.dataDir, { shareWithCommands: cfg.share === "serve" });
+  } catch (err) {
+    const shared = err instanceof DataDirLockedError && cfg.share === "join" ? await openShared(err) : undefined;
+    if (!shared) throw err;
+    log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir, through: "the running server", serverPid: (err as DataDirLockedError).pid });
+    return shared;
+  }
   log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir, ms: ms() });
   return database;
 }
