@@ -371,9 +371,7 @@ async function openShared(locked: DataDirLockedError): Promise<Database | undefi
     db: drizzle(client, { schema }) as unknown as Db,
     kind: "pglite",
     stats: () => ({ pool: undefined, queryErrors: errors.counts }),
-    listen() {
-      throw new Error("a command on a running server's embedded database cannot listen for notifications");
-    },
+    listen: () => Promise.reject(new Error("a command on a running server's embedded database cannot listen for notifications")),
     close: () => client.end({ timeout: 5 }),
   };
 }
