@@ -27,6 +27,12 @@ export interface Config {
    */
   issuerUrl: string;
   /**
+   * Whether issuerUrl is the default (ISSUER_URL unset). In development the server then keeps the issuer of
+   * its first start, stored with the data, so that changing PORT changes neither the tokens nor the local
+   * organization (main.ts).
+   */
+  issuerDefaulted: boolean;
+  /**
    * Whether external issuers on loopback addresses may be fetched over plain http (for local identity
    * providers and tests). Other external issuers are always fetched over https. Default: development only.
    */
@@ -44,6 +50,8 @@ export interface Config {
    * this server's issuer URL.
    */
   externalAudiences: string[];
+  /** Whether externalAudiences is the default (EXTERNAL_AUDIENCES unset): the issuer URL. */
+  externalAudiencesDefaulted: boolean;
   /**
    * IDP_SECRET_KEY: the AES-256 key (base64 of 32 bytes) that encrypts identity providers' OIDC client
    * secrets at rest (iam/secret-box.ts). Unset: in development a key kept in the database is used; in
@@ -258,6 +266,21 @@ export function parseMetricsToken(raw: string | undefined): string | undefined {
   return raw;
 }
 
+/**
+ * DATABASE_URL: a postgres:// or postgresql:// URL; unset or empty: the embedded database. Anything else is
+ * refused here, before a connection is tried (the PostgreSQL driver would take `mysql://h/db` for PostgreSQL
+ * on h). Only the scheme is echoed: the URL may hold a password.
+ */
+export function parseDatabaseUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(raw)?.[1]?.toLowerCase();
+  const expected = "postgres://<user>:<password>@<host>:5432/<database>, or unset it to use the embedded database";
+  if (scheme !== "postgres" && scheme !== "postgresql") {
+    throw new ConfigError(`DATABASE_URL must be a PostgreSQL URL (${expected}), got ${scheme ? `a ${scheme}: URL` : "no URL"}`);
+  }
+  return raw;
+}
+
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
@@ -326,15 +349,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     port,
     host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: parseDatabaseUrl(env.DATABASE_URL),
     dataDir: resolve(env.DATA_DIR || ".data"),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
     serviceDomain,
     mode,
     issuerUrl,
+    issuerDefaulted: !env.ISSUER_URL,
     allowInsecureLoopbackIssuers: insecure ? insecure === "true" : mode === "development",
     allowPrivateOutbound: flag("ALLOW_PRIVATE_OUTBOUND", env.ALLOW_PRIVATE_OUTBOUND, mode === "development"),
     externalAudiences,
+    externalAudiencesDefaulted: !env.EXTERNAL_AUDIENCES,
     idpSecretKey,
     refreshTokenTtlSeconds: 3600 * integer("REFRESH_TOKEN_TTL_HOURS", env.REFRESH_TOKEN_TTL_HOURS, 720, 1, 24 * 365),
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),

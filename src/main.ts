@@ -6,6 +6,7 @@
 // which is time spent waiting on the network.
 import { ConfigError, loadConfig, type Config } from "./config.js";
 import { DataDirLockedError } from "./db/data-dir-lock.js";
+import { DatabaseOpenError } from "./db/open-errors.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Db } from "./db/client.js";
 import type { KeyStore } from "./kernel/auth/index.js";
@@ -64,10 +65,12 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
     ttlSeconds: 12 * 3600,
   });
   const base = `http://localhost:${config.port}`;
+  const kept = config.issuerUrl !== base && config.issuerDefaulted;
   process.stdout.write(
     [
       "",
       `Development mode: ${created ? "created" : "found"} organization "local" (${group}) owned by identity ${identity}.`,
+      ...(kept ? [`Its tokens keep the issuer ${config.issuerUrl} of the first start on this data (set ISSUER_URL to change it).`] : []),
       `A token for it, valid until ${expiry.toISOString()} (a new one is printed at every start):`,
       "",
       `  export TOKEN=${token}`,
@@ -80,6 +83,23 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
 }
 
 let serving: ReturnType<typeof loadServing>;
+
+/** The API port's listen failures the user can act on, as a ConfigError naming PORT or HOST. */
+function listenFailure(err: unknown, config: Config): ConfigError | undefined {
+  const at = `${config.host}:${config.port}`;
+  switch ((err as NodeJS.ErrnoException).code) {
+    case "EADDRINUSE":
+      return new ConfigError(`PORT ${config.port}: another process already listens on ${at}: stop it, or set PORT to a free port (PORT=${config.port === 8080 ? 8081 : 8080} npm start)`);
+    case "EACCES":
+      return new ConfigError(`PORT ${config.port}: not allowed to listen on ${at} (ports below 1024 need privileges): set PORT to 1024 or above`);
+    case "EADDRNOTAVAIL":
+      return new ConfigError(`HOST ${config.host}: not an address of this machine: set HOST to one of its addresses (127.0.0.1, or 0.0.0.0 for every interface)`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new ConfigError(`HOST ${config.host}: the name is not known: set HOST to an address of this machine`);
+  }
+  return undefined;
+}
 
 /**
  * The metrics listener (METRICS_ADDR). One the operator named must start; the default one (127.0.0.1:9464)
@@ -99,15 +119,34 @@ async function startMetricsListener(app: { metrics: Parameters<typeof listenMetr
   }
 }
 
+/**
+ * Development without ISSUER_URL: the issuer is http://localhost:<PORT> of the first start on this data, kept
+ * with it. Tokens name their issuer and the local organization's owner is found by it, so an issuer that
+ * followed PORT made a restart on another port refuse every token printed before and create a second
+ * "local" organization. The discovery document and keys are served on the port in use; what differs is said.
+ */
+async function keepDevelopmentIssuer(db: Db, config: Config): Promise<Config> {
+  if (config.mode !== "development" || !config.issuerDefaulted) return config;
+  const { ensureStored } = await serving;
+  const issuerUrl = await ensureStored(db, "development-issuer", config.issuerUrl);
+  if (issuerUrl === config.issuerUrl) return config;
+  log.info(
+    `development issuer ${issuerUrl} kept from the first start on this data although PORT is ${config.port}: ` +
+      "the tokens and organization made before still work; set ISSUER_URL to choose another issuer",
+    { issuer: issuerUrl, port: config.port },
+  );
+  return { ...config, issuerUrl, externalAudiences: config.externalAudiencesDefaulted ? [issuerUrl] : config.externalAudiences };
+}
+
 async function main(): Promise<void> {
-  const config = loadConfig();
+  let config = loadConfig();
   setLogLevel(config.logLevel);
   serving = loadServing();
   // Awaited below; a failure meanwhile (while the database opens) must not count as unhandled.
   serving.catch(() => {});
   // db/client.js is among them: the database opens as soon as it is loaded, while the rest go on loading.
   const { openDatabase } = await import("./db/client.js");
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
   const {
     ensureSecret,
     createKeyStore,
@@ -121,6 +160,7 @@ async function main(): Promise<void> {
     listen,
     startDeliveryWorker,
   } = await serving;
+  config = await keepDevelopmentIssuer(database.db, config);
   // Independent of each other: side by side (on PostgreSQL, each is a few round trips).
   const [pageTokenSecret, storedIdpKey, keys] = await Promise.all([
     ensureSecret(database.db, "page-token"),
@@ -159,14 +199,15 @@ async function main(): Promise<void> {
       ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     }),
   });
-  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls, errorDomain: config.serviceDomain });
+  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls, errorDomain: config.serviceDomain }).catch((err: unknown) => {
+    throw listenFailure(err, config) ?? err;
+  });
   const { delivery, ...deliveryOptions } = config.events;
   const events = delivery
     ? await startDeliveryWorker({ db: database.db, keys, issuer: config.issuerUrl, sinks, listen: database.listen, options: deliveryOptions })
     : undefined;
   if (events) app.metrics.observeEvents(events);
   const metricsListener = await startMetricsListener(app, config);
-  if (config.mode === "development") await developmentLogin(database.db, keys, config);
 
   // A graceful stop: NOT_SERVING for health checks, no new connections or streams (HTTP/2 GOAWAY), requests
   // in flight finish (for at most the grace period), then the database closes and the process exits 0.
@@ -190,12 +231,16 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  // Once a signal stops the server gracefully: whoever reads the token may stop it at once.
+  if (config.mode === "development") await developmentLogin(database.db, keys, config);
 }
 
+// A failure the user can act on is one line saying what to do (which setting, which process); anything else
+// is a bug, logged with its stack.
 main().catch((err: unknown) => {
   if (err instanceof ConfigError) {
     log.error(`configuration error: ${err.message}`);
-  } else if (err instanceof DataDirLockedError) {
+  } else if (err instanceof DataDirLockedError || err instanceof DatabaseOpenError) {
     log.error(`failed to start: ${err.message}`);
   } else {
     log.error("failed to start", { err });

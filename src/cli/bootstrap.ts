@@ -34,7 +34,7 @@ export const runBootstrap = defineCommand(
     }
     const config = loadConfig(env);
     setLogLevel("warn");
-    const database = await openDatabase(config);
+    const database = await openDatabase({ ...config, share: "join" });
     try {
       const result = await bootstrap(database.db, { issuer: issuer!, subject: subject!, organization, identityName: name });
       process.stdout.write(JSON.stringify(result, null, 2) + "\n");

@@ -65,7 +65,7 @@ export const main = defineCommand(
     }
     const config = loadConfig(env);
     setLogLevel("warn");
-    const database = await openDatabase(config);
+    const database = await openDatabase({ ...config, share: "join" });
     const progress = createProgress(process.stderr);
     let phase = "";
     try {

@@ -18,7 +18,7 @@ export interface ImportRun<S extends { skipped: readonly { path: string; reason:
 export async function runImport<S extends { skipped: readonly { path: string; reason: string }[] }>(env: NodeJS.ProcessEnv, spec: ImportRun<S>): Promise<number> {
   const config = loadConfig(env);
   setLogLevel("warn");
-  const database = await openDatabase(config);
+  const database = await openDatabase({ ...config, share: "join" });
   const progress = createProgress(process.stderr);
   try {
     progress.line(spec.start);

@@ -41,7 +41,7 @@ export const main = defineCommand(
     const config = loadConfig(env);
     // Logs go to stderr; stdout carries only the JSON result.
     setLogLevel(config.logLevel);
-    const database = await openDatabase(config);
+    const database = await openDatabase({ ...config, share: "join" });
     try {
       const result = await rotateSigningKey(database);
       log.info("signing key rotated", { kid: result.kid });

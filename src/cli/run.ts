@@ -15,6 +15,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ConfigError } from "../config.js";
 import { DataDirLockedError } from "../db/data-dir-lock.js";
+import { DatabaseOpenError } from "../db/open-errors.js";
 
 /** One option: parseArgs' own settings, with what the help says of it. */
 export interface OptionSpec {
@@ -170,7 +171,7 @@ export function defineCommand<const O extends OptionSpecs>(
 /** The one line a failure is reported as: an error written for the user by its message, any other with its name. */
 function failureLine(what: string, err: unknown): string {
   if (err instanceof ConfigError) return `configuration error: ${err.message}`;
-  if (err instanceof DataDirLockedError) return `${what} failed: ${err.message}`;
+  if (err instanceof DataDirLockedError || err instanceof DatabaseOpenError) return `${what} failed: ${err.message}`;
   return `${what} failed: ${String(err)}`;
 }
 

@@ -4,9 +4,11 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { readMigrationFiles } from "drizzle-orm/migrator";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
-import { lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { DataDirLockedError, lockDataDir, type DataDirLock } from "./data-dir-lock.js";
+import { describeOpenFailure } from "./open-errors.js";
 import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
 import { DEFAULT_LIMITS } from "../config.js";
@@ -102,9 +104,13 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const { migrate } = await import("drizzle-orm/postgres-js/migrator");
 
-  const migrator = postgres(url, { max: 1, onnotice: () => {} });
+  const migrator = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S });
   try {
-    await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`;
+    // The first round trip: a database that cannot be reached or refuses the login is said in one line.
+    await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`.catch((err: unknown) => {
+      throw describeOpenFailure(err, url) ?? err;
+    });
+    await announceMigrations((text) => migrator.unsafe(text));
     await migrate(drizzle(migrator), { migrationsFolder });
     await migrator`select pg_advisory_unlock(hashtext('apiserver:migrations'))`;
   } finally {
@@ -250,11 +256,16 @@ function createSubscriptions(open: () => Sql) {
  * locked while open (data-dir-lock.ts): opening one that another process has open throws DataDirLockedError,
  * before anything is read or written.
  */
-export async function openPglite(dataDir: string): Promise<Database> {
+export async function openPglite(dataDir: string, opts: { shareWithCommands?: boolean } = {}): Promise<Database> {
   let lock: DataDirLock | undefined;
-  if (!dataDir.startsWith("memory://")) {
+  const inMemory = dataDir.startsWith("memory://");
+  if (!inMemory) {
     mkdirSync(dataDir, { recursive: true });
     lock = lockDataDir(dataDir);
+    // Creating the database (initdb) is most of a first start: seconds to tens of seconds. Said first, so
+    // the wait is not silent.
+    if (existsSync(join(dataDir, "PG_VERSION"))) log.info("opening the embedded database", { dataDir });
+    else log.info("creating the embedded database (the first start takes a while: 10 to 30 s)", { dataDir });
   }
   // What undoes the open so far: the lock, then the client and the lock.
   let close = async (): Promise<void> => lock?.release();
@@ -274,7 +285,20 @@ export async function openPglite(dataDir: string): Promise<Database> {
     };
     const errors = createErrorCounts();
     const db = drizzle(countingErrors(client, errors.count), { schema });
+    if (!inMemory) await announceMigrations(async (text) => (await client.query<Record<string, unknown>>(text)).rows);
     await migrate(db, { migrationsFolder });
+    if (opts.shareWithCommands && !inMemory) {
+      const { serveLocally } = await import("./local-socket.js");
+      const shared = await serveLocally(client, dataDir);
+      const closeClient = close;
+      close = async () => {
+        try {
+          await shared.close();
+        } finally {
+          await closeClient();
+        }
+      };
+    }
     return {
       db: db as unknown as Db,
       kind: "pglite",
@@ -285,12 +309,27 @@ export async function openPglite(dataDir: string): Promise<Database> {
         onReady();
         return unlisten;
       },
-      close,
+      close: () => close(),
     };
   } catch (err) {
     await close().catch(() => {}); // the open's error is the one to report
     throw err;
   }
+}
+
+/**
+ * Logs how many migrations are about to be applied, when there are any (a first start applies them all).
+ * Drizzle's migrator applies those created after the last one it recorded: the same rule, read beforehand.
+ */
+async function announceMigrations(query: (text: string) => Promise<readonly Record<string, unknown>[]>): Promise<void> {
+  const [state] = await query("select to_regclass('drizzle.__drizzle_migrations') is not null as recorded");
+  let last = -Infinity;
+  if (state?.recorded === true) {
+    const [row] = await query("select max(created_at)::text as last from drizzle.__drizzle_migrations");
+    if (row?.last != null) last = Number(row.last);
+  }
+  const pending = readMigrationFiles({ migrationsFolder }).filter((m) => m.folderMillis > last).length;
+  if (pending > 0) log.info(`applying ${pending} database migration${pending === 1 ? "" : "s"}`);
 }
 
 /** The PGlite client with the failures of its queries and transactions reported (then rethrown). */
@@ -309,13 +348,62 @@ function countingErrors<C extends object>(client: C, onError: (err: unknown) => 
   });
 }
 
-export async function openDatabase(cfg: { databaseUrl: string | undefined; dataDir: string; postgres?: PostgresOptions }): Promise<Database> {
+/**
+ * The embedded database of a running server, through the socket it shares it on (local-socket.ts): one
+ * connection, one transaction at a time as on PGlite itself, no prepared statements kept in the session the
+ * server shares. Migrations are the server's. Undefined when the holder serves no socket (another command).
+ */
+async function openShared(locked: DataDirLockedError): Promise<Database | undefined> {
+  const { readSocketPointer } = await import("./local-socket.js");
+  const path = readSocketPointer(locked.dataDir, locked.pid);
+  if (!path) return undefined;
+  const { default: postgres } = await import("postgres");
+  const { drizzle } = await import("drizzle-orm/postgres-js");
+  const client = postgres({ path, max: 1, prepare: false, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S });
+  try {
+    await client`select 1`;
+  } catch {
+    await client.end({ timeout: 0 }).catch(() => {});
+    return undefined; // the server stopped meanwhile: the lock's message says what to do
+  }
+  const errors = createErrorCounts();
+  return {
+    db: drizzle(client, { schema }) as unknown as Db,
+    kind: "pglite",
+    stats: () => ({ pool: undefined, queryErrors: errors.counts }),
+    listen: () => Promise.reject(new Error("a command on a running server's embedded database cannot listen for notifications")),
+    close: () => client.end({ timeout: 5 }),
+  };
+}
+
+export interface OpenOptions {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  postgres?: PostgresOptions;
+  /**
+   * The embedded database, when another process has it open: "serve" (the server) shares it with the
+   * commands while it runs; "join" (a command) uses the running server's when there is one. Unset: refused.
+   */
+  share?: "serve" | "join";
+}
+
+export async function openDatabase(cfg: OpenOptions): Promise<Database> {
+  const started = performance.now();
+  const ms = () => Math.round(performance.now() - started);
   if (cfg.databaseUrl) {
     const database = await openPostgres(cfg.databaseUrl, cfg.postgres);
-    log.info("database ready", { kind: "postgres" });
+    log.info("database ready", { kind: "postgres", ms: ms() });
     return database;
   }
-  const database = await openPglite(cfg.dataDir);
-  log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir });
+  let database: Database;
+  try {
+    database = await openPglite(cfg.dataDir, { shareWithCommands: cfg.share === "serve" });
+  } catch (err) {
+    const shared = err instanceof DataDirLockedError && cfg.share === "join" ? await openShared(err) : undefined;
+    if (!shared) throw err;
+    log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir, through: "the running server", serverPid: (err as DataDirLockedError).pid });
+    return shared;
+  }
+  log.info("database ready", { kind: "pglite", dataDir: cfg.dataDir, ms: ms() });
   return database;
 }

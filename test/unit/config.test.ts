@@ -89,6 +89,21 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ REFRESH_TOKEN_TTL_HOURS: "1.5" })).toThrow(/REFRESH_TOKEN_TTL_HOURS/);
   });
 
+  it("accepts postgres:// and postgresql:// as DATABASE_URL, and refuses another scheme without echoing the URL", () => {
+    expect(loadConfig({ DATABASE_URL: "postgresql://u:p@h:5433/db?sslmode=require" }).databaseUrl).toBe("postgresql://u:p@h:5433/db?sslmode=require");
+    expect(loadConfig({ DATABASE_URL: "" }).databaseUrl).toBeUndefined();
+    for (const url of ["mysql://root:hunter2@h/db", "h:5432/db", "sqlite:///tmp/x.db"]) {
+      expect(() => loadConfig({ DATABASE_URL: url })).toThrow(/^DATABASE_URL must be a PostgreSQL URL \(postgres:\/\//);
+      expect(() => loadConfig({ DATABASE_URL: url })).not.toThrow(/hunter2/);
+    }
+  });
+
+  it("says whether the issuer and the audiences are the defaults (development keeps its first issuer: main.ts)", () => {
+    expect(loadConfig({})).toMatchObject({ issuerDefaulted: true, externalAudiencesDefaulted: true });
+    expect(loadConfig({ ISSUER_URL: "http://localhost:1" })).toMatchObject({ issuerDefaulted: false, externalAudiencesDefaulted: true });
+    expect(loadConfig({ EXTERNAL_AUDIENCES: "a" })).toMatchObject({ issuerDefaulted: true, externalAudiencesDefaulted: false });
+  });
+
   it("defaults the issuer to this server on localhost, and allows loopback http issuers in development only", () => {
     expect(loadConfig({ PORT: "9000" })).toMatchObject({ issuerUrl: "http://localhost:9000", allowInsecureLoopbackIssuers: true });
     expect(loadConfig({ ALLOW_INSECURE_LOOPBACK_ISSUERS: "false" }).allowInsecureLoopbackIssuers).toBe(false);

@@ -158,7 +158,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       } catch (err) {
         if (isExpired(err)) throw invalid("expired", "TOKEN_EXPIRED");
         log.debug("external token refused", { iss, err });
-        throw assumesNoIdentity(invalid("not accepted for any identity"), (err as { code?: unknown }).code === "NOT_ACCEPTED");
+        throw assumesNoIdentity(invalid(`not accepted for any identity (issuer ${JSON.stringify(iss.slice(0, 200))}; this server's tokens have issuer ${JSON.stringify(opts.issuer)})`), (err as { code?: unknown }).code === "NOT_ACCEPTED");
       }
       // An identity removed since it was found is left out; the token needs one that remains.
       const candidates = await Promise.all(
