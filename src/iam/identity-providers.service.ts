@@ -8,7 +8,12 @@
 //   for role bindings); anything else is INVALID_ARGUMENT, a role of another organization included (its
 //   existence is never told). No escalation: the caller must hold every capability of the default role on
 //   the provider's group (PERMISSION_DENIED), on create and on any update that changes the default role or
-//   the OIDC configuration (who may log in decides who gets the role).
+//   the OIDC configuration (who may log in decides who gets the role). A change of what decides who the
+//   provider's people are (issuer, client id, groups claim, correlation rule) needs, beyond that, every
+//   capability of every role the provider's mappings grant, on the mapping's scope; it then drops the
+//   bindings those mappings made, and a new issuer or client id unties the provider's identities from it
+//   (they stay, as when the provider is deleted): an identity made for one issuer's subject is never
+//   handed to another issuer's subject of the same name.
 // - oidc is required. issuer: https, no credentials, query or fragment; plain http only to a loopback host
 //   when the server allows insecure loopback issuers (development). client_id is required, and a
 //   client_secret unless pkce_enabled. An unspecified correlation_rule is stored as SUB_EQUALS_EXTERNAL_ID;
@@ -158,6 +163,22 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
     requireNoEscalation(held, found.capabilities, group, `default role ${JSON.stringify(role)}`);
   };
 
+  /**
+   * The caller holds every capability the provider can grant: its default role's on its group (`held`),
+   * and each mapped role's on the mapping's scope, the organization (roles share-locked until the call
+   * ends). Whoever decides who the provider's people are (its OIDC identity settings, its SCIM token)
+   * decides who gets all of them.
+   */
+  const requireAllGrantable = async (ctx: HandlerContext, held: ReadonlySet<number>, provider: { uid: string; groupUid: string; defaultRoleUid: string }, what: string) => {
+    const mapped = await providers(ctx).mappedRoles(provider.uid);
+    const found = new Map((await roles(ctx).findShared([provider.defaultRoleUid, ...mapped.map((m) => m.roleUid)])).map((r) => [r.uid, r]));
+    requireNoEscalation(held, found.get(provider.defaultRoleUid)?.capabilities ?? [], provider.groupUid, `${what}: the default role ${JSON.stringify(provider.defaultRoleUid)}`);
+    for (const m of mapped) {
+      const heldThere = m.scope === provider.groupUid ? held : await accessOf(ctx).capabilitiesAt(m.scope);
+      requireNoEscalation(heldThere, found.get(m.roleUid)?.capabilities ?? [], m.scope, `${what}: the mapped role ${JSON.stringify(m.roleUid)}`);
+    }
+  };
+
   /** The sealed secret for the provider `uid`, or null for none. */
   const seal = (secret: string, uid: string): string | null => {
     if (secret === "") return null;
@@ -202,6 +223,8 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
       const group = parentOf(patch.uid);
       if (group === undefined) throw notFound(IdentityProviderSchema.typeName, patch.uid);
       const held = await accessOf(ctx).capabilitiesAt(group);
+      // What the change re-points: the people (issuer, client id) or what their groups are read from.
+      let repointed: "people" | "groups" | undefined;
       const row = await updateUnderLock(providers(ctx), patch.uid, patch, req.updateMask, {
         schema: IdentityProviderSchema,
         field: "identity_provider",
@@ -216,9 +239,19 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
           if (changed.some((p) => p === "default_role" || p === "oidc" || p.startsWith("oidc."))) {
             await checkDefaultRole(ctx, held, current.groupUid, next.defaultRole, "identity_provider.default_role");
           }
+          const fields = identityProviderFields(next);
+          if (fields.oidcIssuer !== current.oidcIssuer || fields.oidcClientId !== current.oidcClientId) repointed = "people";
+          else if (fields.oidcGroupsClaim !== current.oidcGroupsClaim || fields.oidcCorrelationRule !== current.oidcCorrelationRule) repointed = "groups";
+          if (repointed) {
+            await requireAllGrantable(ctx, held, { uid: current.uid, groupUid: current.groupUid, defaultRoleUid: fields.defaultRoleUid }, "changing who the provider's people are");
+          }
           return [];
         },
       });
+      // Nothing made under the old settings carries over: mapped bindings go (the next login brings them back
+      // as the new settings say), and on a new issuer or client the identities are no longer the provider's.
+      if (repointed) await providers(ctx).dropMappedBindings(row.uid);
+      if (repointed === "people") await providers(ctx).detachIdentities(row.uid);
       return toMessage(row);
     },
 

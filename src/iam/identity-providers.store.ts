@@ -1,11 +1,11 @@
 // Identity providers in the database. A provider references its group and its default role (RESTRICT);
 // its external group role mappings go with it (CASCADE), and the identities it created stay, no longer
 // tied to it (SET NULL). The client secret column holds only sealed values (secret-box.ts).
-import { and, countDistinct, eq, isNull, ne, or } from "drizzle-orm";
+import { and, countDistinct, eq, inArray, isNull, ne, or, sql } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentityProviderSchema } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { identities, identityProviders, roleBindings, type IdentityProviderRow } from "../db/schema/index.js";
+import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityProviderRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
@@ -85,6 +85,28 @@ export function createIdentityProviderStore(db: Executor) {
           ),
         );
       return Number(row?.n ?? 0);
+    },
+
+    /** The roles the provider's mappings grant, each with the scope it is granted on (distinct pairs). */
+    async mappedRoles(provider: string): Promise<Array<{ roleUid: string; scope: string }>> {
+      return db
+        .selectDistinct({ roleUid: externalGroupRoleMappings.roleUid, scope: externalGroupRoleMappings.scope })
+        .from(externalGroupRoleMappings)
+        .where(eq(externalGroupRoleMappings.identityProviderUid, provider));
+    },
+
+    /** Deletes the bindings the provider's mappings made at logins (their next login makes them again). */
+    async dropMappedBindings(provider: string): Promise<void> {
+      const mine = db.select({ uid: externalGroupRoleMappings.uid }).from(externalGroupRoleMappings).where(eq(externalGroupRoleMappings.identityProviderUid, provider));
+      await db.delete(roleBindings).where(inArray(roleBindings.mappingUid, mine));
+    },
+
+    /**
+     * Unties the identities the provider created from it, as deleting the provider does: they stay, with
+     * their bindings made by hand, but no login or SCIM request through the provider finds them again.
+     */
+    async detachIdentities(provider: string): Promise<void> {
+      await db.update(identities).set({ identityProviderUid: null, updateTime: sql`now()` }).where(eq(identities.identityProviderUid, provider));
     },
   };
 }
