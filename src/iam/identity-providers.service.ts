@@ -26,6 +26,9 @@
 // - scim (output only): enabled, endpoint_url (`<issuer>/scim/v2/<provider uid>`), the token times, the
 //   credential state at the time of the read, and the etag of the SCIM state, which changes with every
 //   change of it (a token generated, regenerated or revoked; SCIM turned on or off).
+// - GenerateScimToken and RegenerateScimToken: whoever holds the token provisions people with the default
+//   role and decides whose logins land on them, so the caller must hold every capability the provider can
+//   grant (its default role's, and every mapped role's on the mapping's scope): PERMISSION_DENIED otherwise.
 // - GenerateScimToken: the token is returned once and stored as its sha256. expire_time defaults to a year
 //   from now and may be at most 2 years (731 days) away; never_expires is refused (INVALID_ARGUMENT): the
 //   contract's "at most 2 years" leaves no room for a token that never expires. While a token is live
@@ -265,6 +268,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
       const expire = tokenExpiry(req.expireTime, req.neverExpires, now);
       const uid = req.identityProviderUid;
       const row = await providers(ctx).lock(uid);
+      await requireAllGrantable(ctx, await accessOf(ctx).capabilitiesAt(row.groupUid), row, "a SCIM token of this provider");
       if (hasLiveToken(row, now)) {
         throw failedPrecondition({
           type: "SCIM_TOKEN_LIVE",
@@ -297,6 +301,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
       const overlap = overlapOf(req.overlap);
       const uid = req.identityProviderUid;
       const row = await providers(ctx).lock(uid);
+      await requireAllGrantable(ctx, await accessOf(ctx).capabilitiesAt(row.groupUid), row, "a SCIM token of this provider");
       checkEtag(row, req.etag);
       if (!hasLiveToken(row, now)) {
         throw failedPrecondition({

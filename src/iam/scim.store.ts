@@ -7,7 +7,7 @@
 // query re-checks the token, so a write never commits after its token was revoked. Each write records its
 // identity event in the outbox, in its transaction (see recordEvent).
 import { create } from "@bufbuild/protobuf";
-import { and, asc, count, eq, gt, isNull, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, count, eq, gt, inArray, isNotNull, isNull, ne, notInArray, or, sql, type SQL } from "drizzle-orm";
 import {
   CreateIdentityRequestSchema,
   DeleteIdentityRequestSchema,
@@ -16,7 +16,7 @@ import {
   UpdateIdentityRequestSchema,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { Db } from "../db/client.js";
-import { identities, identityProviders, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
+import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
 import { registry } from "../kernel/descriptors.js";
 import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
@@ -126,6 +126,41 @@ export function createScimStore(db: Db) {
     throw new ScimError(409, `another user of this provider has the ${which}`, "uniqueness");
   };
 
+  /** The uids of the provider's mappings, as a subquery. */
+  const mappingsOf = (tx: Db, provider: ScimProvider) =>
+    tx.select({ uid: externalGroupRoleMappings.uid }).from(externalGroupRoleMappings).where(eq(externalGroupRoleMappings.identityProviderUid, provider.uid));
+
+  /**
+   * A change of externalId hands the identity to another person at the provider. Refused (400 mutability)
+   * while the identity carries a binding the provider did not make (one made by hand, beyond its default
+   * role on its group): the provider's SCIM client must not pass on what an owner granted one person.
+   * Otherwise the bindings its mappings made for the previous person go (the next login makes the new
+   * person's).
+   */
+  const repoint = async (tx: Db, provider: ScimProvider, current: IdentityRow) => {
+    const [foreign] = await tx
+      .select({ uid: roleBindings.uid })
+      .from(roleBindings)
+      .where(
+        and(
+          eq(roleBindings.identityUid, current.uid),
+          or(
+            and(isNull(roleBindings.mappingUid), or(ne(roleBindings.groupUid, provider.groupUid), ne(roleBindings.roleUid, provider.defaultRoleUid))),
+            and(isNotNull(roleBindings.mappingUid), notInArray(roleBindings.mappingUid, mappingsOf(tx, provider))),
+          ),
+        ),
+      )
+      .limit(1);
+    if (foreign) {
+      throw new ScimError(
+        400,
+        "externalId cannot change: the user holds role bindings this identity provider did not make; an administrator must remove them first (or delete the user and create a new one)",
+        "mutability",
+      );
+    }
+    await tx.delete(roleBindings).where(and(eq(roleBindings.identityUid, current.uid), inArray(roleBindings.mappingUid, mappingsOf(tx, provider))));
+  };
+
   return {
     /** The provider the token authenticates for, or undefined (unknown provider, wrong, expired or revoked token, SCIM disabled). */
     async authenticate(providerUid: string, tokenHash: string): Promise<ScimProvider | undefined> {
@@ -185,6 +220,7 @@ export function createScimStore(db: Db) {
     /** Replaces what the User sets; `active` left undefined keeps the identity's state. */
     async replace(tx: Db, provider: ScimProvider, current: IdentityRow, fields: ScimUserFields): Promise<IdentityRow> {
       await checkUnique(tx, provider, fields, current.uid);
+      if (fields.externalId !== current.externalId) await repoint(tx, provider, current);
       const [row] = await tx
         .update(identities)
         .set({

@@ -156,3 +156,95 @@ describe("changing what decides who a provider's people are", () => {
     expect((await ownerBindingsOf(ann.identity!)).map((b) => b.mappingUid)).toEqual([p.mapping]);
   });
 });
+
+/** One SCIM request with the provider's token. */
+async function scim(method: string, provider: string, path: string, token: string, body?: unknown) {
+  const res = await fetch(`${server.baseUrl}/scim/v2/${provider}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/scim+json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: (text === "" ? {} : JSON.parse(text)) as Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** The owner issues the provider's SCIM token and turns SCIM on; the token. */
+async function ownerScimToken(provider: string): Promise<string> {
+  const issued = await api("POST", `/iam/v2/identityProviders/${provider}:generateScimToken`, {});
+  expect(issued.status, JSON.stringify(issued.json)).toBe(200);
+  const on = await api("POST", `/iam/v2/identityProviders/${provider}:setScimEnabled`, { enabled: true, etag: issued.json.etag });
+  expect(on.status, JSON.stringify(on.json)).toBe(200);
+  return String(issued.json.token);
+}
+
+describe("a SCIM token is issued only to who holds every role the provider can grant", () => {
+  let scimManager: Record<string, string>;
+  beforeAll(async () => {
+    scimManager = await personWith("scim-manager", [Capability.CAP_IAM_SCIM_MANAGE, Capability.CAP_IAM_IDENTITY_PROVIDERS_LIST]);
+  });
+
+  it.each(protocols)("generate and regenerate without the default role's or a mapped role's capabilities: PERMISSION_DENIED, nothing changes [%s]", async (protocol) => {
+    // The default role (member) is one the manager holds; the "admins" mapping grants owner.
+    const mapped = await ownerProvider();
+    const generated = await call(protocol, server.baseUrl, S.generateScimToken, { identityProviderUid: mapped.uid }, scimManager);
+    expect(generated.error?.code).toBe(Code.PermissionDenied);
+    expect(generated.error?.message).toMatch(/mapped role .* would grant capabilities the caller does not hold/);
+    expect((await providerRow(mapped.uid)).scimTokenHash).toBeNull();
+
+    // The default role (viewer) is one the manager lacks; the owner's token is live.
+    const viewerDefault = await ownerProvider(managedRole("viewer").uid);
+    const token = await ownerScimToken(viewerDefault.uid);
+    const before = await providerRow(viewerDefault.uid);
+    const regenerated = await call(protocol, server.baseUrl, S.regenerateScimToken, { identityProviderUid: viewerDefault.uid, etag: before.scimEtag }, scimManager);
+    expect(regenerated.error?.code).toBe(Code.PermissionDenied);
+    expect(regenerated.error?.message).toMatch(/default role .* would grant capabilities the caller does not hold/);
+    expect(await providerRow(viewerDefault.uid)).toMatchObject({ scimTokenHash: before.scimTokenHash, scimEtag: before.scimEtag });
+    expect((await scim("GET", viewerDefault.uid, "/Users", token)).status).toBe(200);
+  });
+});
+
+describe("SCIM never hands an identity carrying bindings the provider did not make to another person", () => {
+  const patchExternalId = (value: string) => ({
+    schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+    Operations: [{ op: "replace", path: "externalId", value }],
+  });
+
+  it("an SSO-made user an owner bound as owner by hand keeps its externalId (PATCH and PUT: 400 mutability); the attacker's login lands elsewhere", async () => {
+    const p = await ownerProvider();
+    const token = await ownerScimToken(p.uid);
+    const boss = await login(p.uid, await idp.mint({ sub: "boss-b", email: "boss@escalation.example", email_verified: true }));
+    await server.database.db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: boss.identity!, roleUid: OWNER() });
+    const id = boss.identity!.slice(boss.identity!.lastIndexOf("/") + 1);
+
+    const patched = await scim("PATCH", p.uid, `/Users/${id}`, token, patchExternalId("mallory-b"));
+    expect(patched.status, JSON.stringify(patched.json)).toBe(400);
+    expect(patched.json.scimType).toBe("mutability");
+    const current = await scim("GET", p.uid, `/Users/${id}`, token);
+    const replaced = await scim("PUT", p.uid, `/Users/${id}`, token, { ...current.json, externalId: "mallory-b" });
+    expect(replaced.status).toBe(400);
+    expect(replaced.json.scimType).toBe("mutability");
+    expect((await server.database.db.select().from(identities).where(eq(identities.uid, boss.identity!)))[0]!.externalId).toBe("boss-b");
+
+    const mallory = await login(p.uid, await idp.mint({ sub: "mallory-b" }));
+    expect(mallory.status).toBe(200);
+    expect(mallory.identity).not.toBe(boss.identity);
+    expect(await ownerBindingsOf(mallory.identity!)).toEqual([]);
+    // Deactivating the owner-bound user is still the provider's to do.
+    const off = await scim("PATCH", p.uid, `/Users/${id}`, token, { schemas: ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], Operations: [{ op: "replace", path: "active", value: false }] });
+    expect(off.status).toBe(200);
+  });
+
+  it("a user holding only what the provider gave it may be re-pointed: its mapped bindings go, its default role stays", async () => {
+    const p = await ownerProvider();
+    const token = await ownerScimToken(p.uid);
+    const carl = await login(p.uid, await idp.mint({ sub: "carl", groups: ["admins"] }));
+    expect((await ownerBindingsOf(carl.identity!)).map((b) => b.mappingUid)).toEqual([p.mapping]);
+    const id = carl.identity!.slice(carl.identity!.lastIndexOf("/") + 1);
+    const patched = await scim("PATCH", p.uid, `/Users/${id}`, token, patchExternalId("carl-2"));
+    expect(patched.status, JSON.stringify(patched.json)).toBe(200);
+    expect(await ownerBindingsOf(carl.identity!)).toEqual([]);
+    const left = await server.database.db.select().from(roleBindings).where(eq(roleBindings.identityUid, carl.identity!));
+    expect(left.map((b) => [b.roleUid, b.mappingUid])).toEqual([[memberRole, null]]);
+    expect((await login(p.uid, await idp.mint({ sub: "carl-2" }))).identity).toBe(carl.identity);
+  });
+});
