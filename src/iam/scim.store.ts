@@ -22,7 +22,7 @@ import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
 import { toIdentity } from "./identities.mapper.js";
 import type { ScimFilter } from "./scim.filter.js";
-import { ScimError, type ScimUserFields } from "./scim.mapper.js";
+import { ScimError, userOf, type ScimUserFields } from "./scim.mapper.js";
 
 /** The provider columns the endpoint uses. */
 export type ScimProvider = Pick<IdentityProviderRow, "uid" | "groupUid" | "defaultRoleUid" | "oidcIssuer">;
@@ -108,21 +108,31 @@ export function createScimStore(db: Db) {
   const ofProvider = (provider: ScimProvider) => eq(identities.identityProviderUid, provider.uid);
   const byId = (provider: ScimProvider, id: string) => and(ofProvider(provider), eq(identities.uid, `${provider.groupUid}/${id}`));
 
-  /** 409 uniqueness when another identity of the provider has this userName or externalId. */
-  const checkUnique = async (tx: Db, provider: ScimProvider, fields: ScimUserFields, except?: string) => {
+  /**
+   * 409 uniqueness when another identity of the provider has this userName or externalId. On a change of
+   * `current`, only a value that changes is checked: users made at logins derive their userName from a
+   * display name, which two people may share, and that must never block deprovisioning one of them.
+   */
+  const checkUnique = async (tx: Db, provider: ScimProvider, fields: ScimUserFields, current?: IdentityRow) => {
+    const externalIdChanges = current === undefined || fields.externalId !== current.externalId;
+    const userNameChanges = current === undefined || fields.userName.toLowerCase() !== String(userOf(current).userName ?? "").toLowerCase();
+    if (!externalIdChanges && !userNameChanges) return;
     const [taken] = await tx
       .select({ externalId: identities.externalId, userName: USER_NAME })
       .from(identities)
       .where(
         and(
           ofProvider(provider),
-          or(eq(identities.externalId, fields.externalId), sql`${USER_NAME} = lower(${fields.userName})`),
-          except ? sql`${identities.uid} <> ${except}` : undefined,
+          or(
+            externalIdChanges ? eq(identities.externalId, fields.externalId) : undefined,
+            userNameChanges ? sql`${USER_NAME} = lower(${fields.userName})` : undefined,
+          ),
+          current ? sql`${identities.uid} <> ${current.uid}` : undefined,
         ),
       )
       .limit(1);
     if (!taken) return;
-    const which = taken.externalId === fields.externalId ? `externalId ${JSON.stringify(fields.externalId)}` : `userName ${JSON.stringify(fields.userName)}`;
+    const which = externalIdChanges && taken.externalId === fields.externalId ? `externalId ${JSON.stringify(fields.externalId)}` : `userName ${JSON.stringify(fields.userName)}`;
     throw new ScimError(409, `another user of this provider has the ${which}`, "uniqueness");
   };
 
@@ -219,7 +229,7 @@ export function createScimStore(db: Db) {
 
     /** Replaces what the User sets; `active` left undefined keeps the identity's state. */
     async replace(tx: Db, provider: ScimProvider, current: IdentityRow, fields: ScimUserFields): Promise<IdentityRow> {
-      await checkUnique(tx, provider, fields, current.uid);
+      await checkUnique(tx, provider, fields, current);
       if (fields.externalId !== current.externalId) await repoint(tx, provider, current);
       const [row] = await tx
         .update(identities)

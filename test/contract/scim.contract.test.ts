@@ -342,6 +342,37 @@ describe("SCIM errors", () => {
     expect((await scim(elsewhere.uid, "POST", "/Users", elsewhere.token, user("taken@example.com", "ext-taken"))).status).toBe(201);
   });
 
+  it("a write that leaves userName as it is never fails on it: deprovisioning one of two login-made users sharing a display name succeeds", async () => {
+    // Made at logins (no SCIM attributes): both derive the userName "pat smith" from their name.
+    const twins = [newChildUid(world.org), newChildUid(world.org)];
+    await server.database.db.insert(identities).values(
+      twins.map((uid, i) => ({
+        uid,
+        parentUid: world.org,
+        name: "pat smith",
+        relationship: { claimMatch: { issuer: ISSUER, subject: `pat-${i}` } },
+        relationshipType: 1,
+        issuer: ISSUER,
+        subject: `pat-${i}`,
+        identityProviderUid: provider.uid,
+        externalId: `pat-${i}`,
+      })),
+    );
+    const [first, second] = twins.map((uid) => uid.slice(uid.lastIndexOf("/") + 1)) as [string, string];
+    const off = await scim(provider.uid, "PATCH", `/Users/${first}`, provider.token, { schemas: [PATCH], Operations: [{ op: "replace", path: "active", value: false }] });
+    expect(off.status, JSON.stringify(off.body)).toBe(200);
+    expect(off.body).toMatchObject({ id: first, userName: "pat smith", active: false });
+    // Okta deprovisions with a PUT of the user as it has it.
+    const current = (await scim(provider.uid, "GET", `/Users/${second}`, provider.token)).body!;
+    const put = await scim(provider.uid, "PUT", `/Users/${second}`, provider.token, { ...current, active: false });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const rows = await server.database.db.select({ active: identities.active }).from(identities).where(eq(identities.name, "pat smith"));
+    expect(rows.map((r) => r.active)).toEqual([false, false]);
+    // Changing it onto a userName another user has is still refused.
+    const rename = { schemas: [PATCH], Operations: [{ op: "replace", path: "userName", value: "Taken@example.com" }] };
+    expectScimError(await scim(provider.uid, "PATCH", `/Users/${first}`, provider.token, rename), 409, "uniqueness");
+  });
+
   it("filters this server cannot evaluate are 400 invalidFilter", async () => {
     for (const filter of ['userName co "a"', "userName eq", 'nickName eq "a"', 'userName eq "a" and', 'not (userName eq "a")', '(userName eq "a"', "userName eq a", 'userName eq "a', "active eq \"yes\""]) {
       expectScimError(await scim(provider.uid, "GET", `/Users?filter=${encodeURIComponent(filter)}`, provider.token), 400, "invalidFilter");
