@@ -12,11 +12,14 @@
 // (the database's notification tells the other servers).
 import type http from "node:http";
 import type http2 from "node:http2";
+import { Code } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
 import type { IdentityRow } from "../db/schema/index.js";
 import { BodyTooLargeError, readBody } from "../gateway/body.js";
-import { isConnectionError, isUniqueViolation } from "../kernel/errors/index.js";
+import { isConnectionError, isUniqueViolation, sqlStateOf } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
+import type { RequestRecord } from "../kernel/request.js";
+import { unstorableJson } from "../kernel/stored-json.js";
 import { isValidUid } from "../kernel/uidp.js";
 import { parseScimFilter, ScimFilterError } from "./scim.filter.js";
 import { applyPatch, LIST_SCHEMA, ScimError, scimIdOf, userFields, userOf, userResource } from "./scim.mapper.js";
@@ -87,10 +90,30 @@ const SERVICE_PROVIDER_CONFIG = {
   ],
 };
 
+/** The code an access line and the metrics give a SCIM answer (its status read as the API's HTTP mapping). */
+function codeOfStatus(status: number): Code {
+  if (status < 400) return 0 as Code;
+  const known: Record<number, Code> = {
+    400: Code.InvalidArgument,
+    401: Code.Unauthenticated,
+    403: Code.PermissionDenied,
+    404: Code.NotFound,
+    405: Code.Unimplemented,
+    409: Code.AlreadyExists,
+    413: Code.ResourceExhausted,
+    503: Code.Unavailable,
+  };
+  return known[status] ?? (status < 500 ? Code.InvalidArgument : Code.Internal);
+}
+
 export function createScimRoutes(opts: ScimRoutesOptions) {
   const store = createScimStore(opts.db);
+  /** The request record of each response being answered (its code set when the answer is sent). */
+  const records = new WeakMap<Response, RequestRecord>();
 
   const send = (res: Response, status: number, body: unknown, headers: Record<string, string> = {}) => {
+    const record = records.get(res);
+    if (record) record.code = codeOfStatus(status);
     const r = res as http.ServerResponse;
     if (body === undefined) {
       r.writeHead(status, headers).end();
@@ -109,11 +132,16 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
       if (err instanceof BodyTooLargeError) throw new ScimError(413, `the body is larger than ${err.limit} bytes`);
       throw err;
     }
+    let body: unknown;
     try {
-      return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+      body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
     } catch {
       throw new ScimError(400, "the body is not valid JSON", "invalidSyntax");
     }
+    // What the database cannot hold is the request's fault, found before any query: 400, never a 500.
+    const unstorable = unstorableJson(body);
+    if (unstorable) throw new ScimError(400, `the body cannot be stored: ${unstorable}`, "invalidValue");
+    return body;
   };
 
   /** A write in one transaction under the provider's lock; cached grants forgotten before the answer. */
@@ -216,13 +244,19 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
 
   return {
     handles: (path: string) => path.startsWith(SCIM_PATH_PREFIX),
-    async handle(req: Request, res: Response, path: string, query: string): Promise<void> {
+    async handle(req: Request, res: Response, path: string, query: string, record?: RequestRecord): Promise<void> {
+      if (record) records.set(res, record);
       try {
         await serve(req, res, path, query);
       } catch (err) {
         if (err instanceof ScimError) return sendError(res, err);
         // A login through the provider created the same externalId between the check and the insert.
         if (isUniqueViolation(err)) return sendError(res, new ScimError(409, "another user of this provider has this externalId", "uniqueness"));
+        // A value the database refuses (a data exception, SQLSTATE class 22) is the request's fault.
+        if (sqlStateOf(err)?.startsWith("22")) {
+          log.warn("scim: a value the database refused", { path, method: req.method, sqlState: sqlStateOf(err) });
+          return sendError(res, new ScimError(400, "a value cannot be stored", "invalidValue"));
+        }
         if (isConnectionError(err)) {
           log.warn("scim: database unavailable", { path, err });
           return sendError(res, new ScimError(503, "the service is unavailable; retry later"));

@@ -18,6 +18,7 @@ import {
 import type { Db } from "../db/client.js";
 import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
 import { registry } from "../kernel/descriptors.js";
+import { unstorableText } from "../kernel/stored-json.js";
 import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
 import { toIdentity } from "./identities.mapper.js";
@@ -87,6 +88,8 @@ export function filterCondition(filter: ScimFilter, groupUid: string): SQL {
   }
   const text = (what: string) => {
     if (typeof filter.value !== "string") throw new ScimError(400, `${what} compares with a string`, "invalidFilter");
+    const unstorable = unstorableText(filter.value);
+    if (unstorable) throw new ScimError(400, `the value ${what} is compared with holds ${unstorable}`, "invalidValue");
     return filter.value;
   };
   switch (filter.attr) {

@@ -322,8 +322,8 @@ export function createApp(deps: AppDeps): App {
       return;
     }
     if (scim.handles(path)) {
-      observer.begin(req, res, "rest", "http", "scim");
-      void scim.handle(req, res, path, url.slice(path.length + 1));
+      const record = observer.begin(req, res, "rest", "http", "scim");
+      void scim.handle(req, res, path, url.slice(path.length + 1), record);
       return;
     }
     if (path === "/healthz" && (req.method === "GET" || req.method === "HEAD")) {

@@ -89,10 +89,22 @@ function isUndecodableRequest(err: ConnectError): boolean {
  * `located` names (a Connect JSON body), else on the body. RESOURCE_EXHAUSTED from the protocol layer is
  * its read limit (readMaxBytes, the only limit it enforces on a request): PAYLOAD_TOO_LARGE, as REST says.
  */
-export function publicError(err: ConnectError, domain: string, maxRequestBytes: number, record: RequestRecord | undefined, located?: ConnectError): ConnectError {
+export function publicError(
+  err: ConnectError,
+  domain: string,
+  maxRequestBytes: number,
+  record: RequestRecord | undefined,
+  located?: ConnectError,
+  clientGone = false,
+): ConnectError {
   const context = { requestId: record?.id };
   let out: ConnectError;
   if (hasErrorInfo(err)) out = toPublicError(err, domain, context);
+  // The client went away while its request was read (its stream reset): the protocol layer's "internal
+  // error" is the cancellation, nothing the server did wrong, and no error to log.
+  else if (clientGone && (err.code === Code.Internal || err.code === Code.Unknown || err.code === Code.Canceled)) {
+    out = toPublicError(new ConnectError("The client cancelled the request", Code.Canceled), domain, context);
+  }
   else if (err.code === Code.ResourceExhausted) out = toPublicError(payloadTooLarge(maxRequestBytes), domain, context);
   else if (!isUndecodableRequest(err)) out = toPublicError(err, domain, context);
   else out = toPublicError(located ?? invalidArgument({ field: "body", description: err.rawMessage }), domain, context);
@@ -151,6 +163,7 @@ async function patchConnectUnary(
   maxRequestBytes: number,
   record: RequestRecord | undefined,
   locate: () => Promise<ConnectError | undefined>,
+  clientGone: () => boolean,
 ): Promise<UniversalServerResponse> {
   // A compressed body is a large error, which only handlers produce (through the boundary, so complete
   // already); the protocol layer's own errors are short and never compressed. Pass it through untouched.
@@ -166,7 +179,7 @@ async function patchConnectUnary(
   }
   if (hasErrorInfo(err)) return passThrough;
   const located = err.code === Code.InvalidArgument ? await locate().catch(() => undefined) : undefined;
-  const completed = publicError(err, domain, maxRequestBytes, record, located);
+  const completed = publicError(err, domain, maxRequestBytes, record, located, clientGone());
   const body = errorToJsonBytes(completed, {});
   const header = new Headers(res.header);
   if (header.has("content-length")) header.set("content-length", String(body.byteLength));
@@ -340,7 +353,7 @@ export function withPublicErrors(handler: UniversalHandler, opts: PublicErrorsOp
       const out = await patchConnectUnary(res, domain, maxRequestBytes, record, async () => {
         const bytes = recorded && (await decompress(recorded.bytes(), req.header.get("content-encoding"), compression, maxRequestBytes));
         return bytes && locateJsonBodyError(handler.method.input, bytes, registry);
-      });
+      }, () => req.signal.aborted);
       if (out.status !== 401) return out;
       const header = new Headers(out.header);
       header.set("www-authenticate", bearerChallenge(req.header.get("authorization")));

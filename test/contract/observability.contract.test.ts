@@ -381,6 +381,30 @@ describe("a client that hangs up early", () => {
     expect(complaints(from)).toEqual([]);
   });
 
+  it.each([
+    ["the answer held", "held"],
+    ["the body never finished", "body"],
+  ] as const)("Connect over HTTP/2, the stream reset (%s): an info access line, CANCELLED, no warning", async (_what, how) => {
+    const from = lines.length;
+    const id = `hangup-connect-h2-${how}`;
+    const session = http2.connect(server.baseUrl);
+    try {
+      const headers = { ":method": "POST", ":path": `/${PING}/Ping`, "content-type": "application/json", "x-request-id": id };
+      const stream = session.request(how === "held" ? { ...headers, "x-test-hold": "1" } : { ...headers, "content-length": "1000" });
+      stream.on("error", () => {});
+      if (how === "held") stream.end("{}");
+      else stream.write('{"x": "');
+      await new Promise((r) => setTimeout(r, 300));
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      const [line] = await accessLines(id);
+      expect(line).toMatchObject({ level: "info", code: "CANCELLED", clientClosed: true, protocol: "connect" });
+    } finally {
+      session.close();
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect(complaints(from)).toEqual([]);
+  });
+
   it("an HTTP/1.1 request whose body never finishes: an info access line, no warning", async () => {
     const from = lines.length;
     const req = http.request(`${server.baseUrl}/iam/v2/groups/${world.org}`, { method: "POST", headers: { "content-type": "application/json", "content-length": "1000", "x-request-id": "hangup-body", ...world.auth("owner") } });

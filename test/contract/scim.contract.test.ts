@@ -12,6 +12,7 @@ import { identities, identityProviders, outboxEvents, roleBindings } from "../..
 import { createIdentityDirectory } from "../../src/iam/directory.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { newScimToken, scimTokenHash } from "../../src/iam/scim-token.js";
+import { addLogTap } from "../../src/kernel/log.js";
 import { newChildUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
@@ -407,6 +408,85 @@ describe("SCIM errors", () => {
     expectScimError(await scim(provider.uid, "PATCH", `/Users/${id}`, provider.token, atomic), 400, "mutability");
     const got = await scim(provider.uid, "GET", `/Users/${id}`, provider.token);
     expect(got.body).toMatchObject({ active: true, userName: "taken@example.com" });
+  });
+
+  it("text the database cannot hold and JSON nested too deep are 400 invalidValue, never a 500 or an error log line", async () => {
+    const lines: string[] = [];
+    const untap = addLogTap((line) => lines.push(line));
+    try {
+      const nested = (depth: number) => `{"schemas":["${USER}"],"userName":"deep@example.com","externalId":"ext-deep","x":${"[".repeat(depth)}${"]".repeat(depth)}}`;
+      const bad: Array<[string, () => Promise<ScimAnswer>]> = [
+        ["NUL in a filter value", () => scim(provider.uid, "GET", `/Users?filter=${encodeURIComponent('userName eq "a\\u0000b"')}`, provider.token)],
+        ["NUL in an externalId filter", () => scim(provider.uid, "GET", `/Users?filter=${encodeURIComponent('externalId eq "a\\u0000b"')}`, provider.token)],
+        ["a lone surrogate in a filter", () => scim(provider.uid, "GET", `/Users?filter=${encodeURIComponent('userName eq "\\ud800"')}`, provider.token)],
+        ["NUL in userName", () => scim(provider.uid, "POST", "/Users", provider.token, user("nul\u0000@example.com", "ext-nul-1"))],
+        ["NUL in externalId", () => scim(provider.uid, "POST", "/Users", provider.token, user("nul3@example.com", "ext-\u0000"))],
+        ["NUL in an attribute key", () => scim(provider.uid, "POST", "/Users", provider.token, user("nul4@example.com", "ext-nul-4", { "nick\u0000Name": "x" }))],
+        ["NUL in a PATCH value", () => scim(provider.uid, "PATCH", `/Users/${id}`, provider.token, { schemas: [PATCH], Operations: [{ op: "replace", path: "nickName", value: "a\u0000" }] })],
+        ["a lone surrogate", () => scim(provider.uid, "POST", "/Users", provider.token, `{"schemas":["${USER}"],"userName":"s\\ud800@example.com","externalId":"ext-sur"}`)],
+        ["a lone surrogate in a key", () => scim(provider.uid, "POST", "/Users", provider.token, `{"schemas":["${USER}"],"userName":"k@example.com","externalId":"ext-sur-k","\\udc00":1}`)],
+        ["JSON nested 5,000 deep", () => scim(provider.uid, "POST", "/Users", provider.token, nested(5000))],
+        ["a PATCH nested 5,000 deep", () => scim(provider.uid, "PATCH", `/Users/${id}`, provider.token, `{"schemas":["${PATCH}"],"Operations":[{"op":"add","path":"x","value":${"[".repeat(5000)}${"]".repeat(5000)}}]}`)],
+      ];
+      for (const [what, send] of bad) {
+        const answer = await send();
+        expect(answer.status, `${what}: ${JSON.stringify(answer.body)}`).toBe(400);
+        expectScimError(answer, 400, "invalidValue");
+      }
+      // What providers send stays accepted: nested a few levels, non-ASCII, astral characters.
+      const fine = await scim(provider.uid, "POST", "/Users", provider.token, user("zoë😀@example.com", "ext-fine", { name: { givenName: "Zoë", honorificPrefix: "😀" } }));
+      expect(fine.status).toBe(201);
+      expect(lines.filter((l) => /"level":"error"|"level":50/.test(l))).toEqual([]);
+    } finally {
+      untap();
+    }
+    const got = await scim(provider.uid, "GET", `/Users/${id}`, provider.token);
+    expect(got.body).toMatchObject({ active: true, userName: "taken@example.com" });
+    expect(got.body).not.toHaveProperty("nickName");
+  });
+
+  it("access lines give each answer's code: OK for 200, 201 and 204, and the error's code otherwise", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const untap = addLogTap((line) => lines.push(JSON.parse(line) as Record<string, unknown>));
+    const send = async (requestId: string, verb: string, path: string, body?: unknown, token = provider.token) => {
+      const res = await fetch(`${server.baseUrl}/scim/v2/${provider.uid}${path}`, {
+        method: verb,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/scim+json", "x-request-id": requestId },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    try {
+      const created = await send("scim-201", "POST", "/Users", user("logged@example.com", "ext-logged"));
+      const got = await fetch(`${server.baseUrl}/scim/v2/${provider.uid}/Users?filter=${encodeURIComponent('externalId eq "ext-logged"')}`, { headers: { authorization: `Bearer ${provider.token}` } });
+      const loggedId = ((await got.json()) as { Resources: Array<{ id: string }> }).Resources[0]!.id;
+      const statuses = [
+        created,
+        await send("scim-200", "GET", `/Users/${loggedId}`),
+        await send("scim-204", "DELETE", `/Users/${loggedId}`),
+        await send("scim-400", "POST", "/Users", { schemas: [USER] }),
+        await send("scim-401", "GET", "/Users", undefined, "cgscim_wrong"),
+        await send("scim-404", "GET", "/Users/ffffffffffffffff"),
+        await send("scim-405", "DELETE", "/Users"),
+        await send("scim-409", "POST", "/Users", user("taken@example.com", "ext-another")),
+      ];
+      expect(statuses).toEqual([201, 200, 204, 400, 401, 404, 405, 409]);
+      await new Promise((r) => setTimeout(r, 100));
+      const codeOf = (id: string) => lines.find((l) => l.msg === "request" && l.requestId === id)?.code;
+      expect(["scim-201", "scim-200", "scim-204", "scim-400", "scim-401", "scim-404", "scim-405", "scim-409"].map(codeOf)).toEqual([
+        "OK",
+        "OK",
+        "OK",
+        "INVALID_ARGUMENT",
+        "UNAUTHENTICATED",
+        "NOT_FOUND",
+        "UNIMPLEMENTED",
+        "ALREADY_EXISTS",
+      ]);
+    } finally {
+      untap();
+    }
   });
 
   // PGlite runs one transaction at a time: only PostgreSQL can race these.
