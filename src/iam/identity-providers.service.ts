@@ -29,15 +29,17 @@
 // - GenerateScimToken and RegenerateScimToken: whoever holds the token provisions people with the default
 //   role and decides whose logins land on them, so the caller must hold every capability the provider can
 //   grant (its default role's, and every mapped role's on the mapping's scope): PERMISSION_DENIED otherwise.
-// - GenerateScimToken: the token is returned once and stored as its sha256. expire_time defaults to a year
-//   from now and may be at most 2 years (731 days) away; never_expires is refused (INVALID_ARGUMENT): the
-//   contract's "at most 2 years" leaves no room for a token that never expires. While a token is live
-//   (LIVE or ROTATING) it is FAILED_PRECONDITION (SCIM_TOKEN_LIVE); after expiry or revocation a new one
-//   may be generated.
+// - GenerateScimToken: the token is returned once and stored as its sha256 (`cgscim_` and 64 hex digits).
+//   expire_time defaults to a year from now and may be at most 2 years (731 days) away; never_expires asks
+//   for a token with no expiry (both together: INVALID_ARGUMENT). Such a token is shown as LIVE with no
+//   token_expire_time, and ends as any other does: RevokeScimToken ends it at once, RegenerateScimToken
+//   replaces it. While a token is live (LIVE or ROTATING) Generate is FAILED_PRECONDITION (SCIM_TOKEN_LIVE);
+//   after expiry or revocation a new one may be generated (or regenerated).
 // - RegenerateScimToken: etag required (INVALID_ARGUMENT), stale: FAILED_PRECONDITION (ETAG_MISMATCH). It
-//   needs a live token (else FAILED_PRECONDITION NO_LIVE_SCIM_TOKEN: generate one). The replaced token stays
-//   valid for `overlap` (default 1 hour, 0 to 24 hours), never beyond its own expiry; a token still
-//   overlapping from an earlier regeneration ends at once. requested_overlap echoes the overlap applied.
+//   re-keys a live, expired or revoked token; a provider that never had one is NOT_FOUND (generate first).
+//   A live replaced token stays valid for `overlap` (default 1 hour, 0 to 24 hours), never beyond its own
+//   expiry; an expired or revoked one stays dead (no previous_token_expire_time); a token still overlapping
+//   from an earlier regeneration ends at once. requested_overlap echoes the overlap asked for (defaulted).
 // - RevokeScimToken ends the current and the previous token at once; with no token to end it changes
 //   nothing and answers the state as it is (revoking twice is not an error). SCIM stays enabled or not.
 // - SetScimEnabled: etag required and checked as above. Turning it on requires at least two active
@@ -51,6 +53,8 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
 import {
   GenerateScimTokenResponseSchema,
+  IdentityProvider_SCIM_CredentialState as CredentialState,
+  IdentityProvider_SCIMSchema,
   IdentityProviderSchema,
   IdentityProvidersService,
   ListIdentityProvidersResponseSchema,
@@ -68,6 +72,7 @@ import { updateUnderLock } from "../kernel/update.js";
 import { newChildUid, parentOf } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import {
+  credentialStateOf,
   hasLiveToken,
   identityProviderFields,
   oidcOf,
@@ -113,9 +118,12 @@ function writable(p: IdentityProvider): IdentityProvider {
   });
 }
 
-/** The expiry of a new SCIM token at `now`, from the request's expire_time and never_expires. */
-function tokenExpiry(expireTime: Timestamp | undefined, neverExpires: boolean, now: Date): Date {
-  if (neverExpires) throw invalidArgument({ field: "never_expires", description: "is not allowed: a SCIM token expires within 2 years" });
+/** The expiry of a new SCIM token at `now`, from the request's expire_time and never_expires: null for none. */
+function tokenExpiry(expireTime: Timestamp | undefined, neverExpires: boolean, now: Date): Date | null {
+  if (neverExpires) {
+    if (expireTime) throw invalidArgument({ field: "never_expires", description: "must not be set together with expire_time" });
+    return null;
+  }
   if (!expireTime) return new Date(now.getTime() + DEFAULT_SCIM_TOKEN_LIFETIME_MS);
   const at = timestampDate(expireTime);
   if (!(at.getTime() > now.getTime())) throw invalidArgument({ field: "expire_time", description: "must be in the future" });
@@ -288,7 +296,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
       return create(GenerateScimTokenResponseSchema, {
         token,
         endpointUrl: scimEndpointUrl(deps.issuerUrl, uid),
-        expireTime: timestampFromDate(expire),
+        expireTime: expire ? timestampFromDate(expire) : undefined,
         identityProviderUid: uid,
         etag: next.scimEtag,
       });
@@ -303,15 +311,11 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
       const row = await providers(ctx).lock(uid);
       await requireAllGrantable(ctx, await accessOf(ctx).capabilitiesAt(row.groupUid), row, "a SCIM token of this provider");
       checkEtag(row, req.etag);
-      if (!hasLiveToken(row, now)) {
-        throw failedPrecondition({
-          type: "NO_LIVE_SCIM_TOKEN",
-          subject: uid,
-          description: "the identity provider has no live SCIM token to regenerate: generate one (GenerateScimToken)",
-        });
+      if (credentialStateOf(row, now) === CredentialState.NOT_ISSUED) {
+        throw notFound(IdentityProvider_SCIMSchema.typeName, uid, `identity provider ${uid} has never had a SCIM token to regenerate: generate one (GenerateScimToken)`);
       }
-      // The replaced token overlaps for `overlap`, never beyond its own expiry.
-      const end = Math.min(now.getTime() + overlap, row.scimTokenExpireTime?.getTime() ?? Infinity);
+      // A live replaced token overlaps for `overlap`, never beyond its own expiry; a dead one stays dead.
+      const end = hasLiveToken(row, now) ? Math.min(now.getTime() + overlap, row.scimTokenExpireTime?.getTime() ?? Infinity) : now.getTime();
       const previousExpire = end > now.getTime() ? new Date(end) : null;
       const token = newScimToken();
       const next = await providers(ctx).write(uid, {
@@ -325,7 +329,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
       return create(RegenerateScimTokenResponseSchema, {
         token,
         endpointUrl: scimEndpointUrl(deps.issuerUrl, uid),
-        expireTime: timestampFromDate(expire),
+        expireTime: expire ? timestampFromDate(expire) : undefined,
         identityProviderUid: uid,
         etag: next.scimEtag,
         previousTokenExpireTime: previousExpire ? timestampFromDate(previousExpire) : undefined,

@@ -735,7 +735,7 @@ describe.each(protocols)("the SCIM credential [%s]", (protocol) => {
     const uid = await newProvider();
     const e0 = (await get(uid)).scim!.etag;
     const g = await ok(protocol, S.generateScimToken, { identityProviderUid: uid });
-    expect(g.token).toMatch(/^cgscim_[A-Za-z0-9_-]{43}$/);
+    expect(g.token).toMatch(/^cgscim_[0-9a-f]{64}$/);
     expect(g).toMatchObject({ identityProviderUid: uid, endpointUrl: `${server.baseUrl}/scim/v2/${uid}` });
     expect(Math.abs(ms(g.expireTime) - (Date.now() + 365 * DAY))).toBeLessThan(60_000);
     expect(g.etag).not.toBe(e0);
@@ -750,11 +750,11 @@ describe.each(protocols)("the SCIM credential [%s]", (protocol) => {
     expect(again.details).toContainEqual(expect.objectContaining({ violations: [expect.objectContaining({ type: "SCIM_TOKEN_LIVE" })] }));
   });
 
-  it("generate: an expiry within 2 years; never_expires and a past expiry are refused", async () => {
+  it("generate: an expiry within 2 years; a past expiry, and never_expires with an expiry, are refused", async () => {
     const uid = await newProvider();
     const at = (d: number) => ({ seconds: BigInt(Math.floor((Date.now() + d) / 1000)), nanos: 0 });
-    const never = await refused(protocol, S.generateScimToken, { identityProviderUid: uid, neverExpires: true }, Code.InvalidArgument);
-    expect(never.message).toMatch(/^Invalid argument: never_expires: /);
+    const both = await refused(protocol, S.generateScimToken, { identityProviderUid: uid, neverExpires: true, expireTime: at(DAY) }, Code.InvalidArgument);
+    expect(both.message).toBe("Invalid argument: never_expires: must not be set together with expire_time");
     expect((await refused(protocol, S.generateScimToken, { identityProviderUid: uid, expireTime: at(-DAY) }, Code.InvalidArgument)).message).toBe(
       "Invalid argument: expire_time: must be in the future",
     );
@@ -803,11 +803,32 @@ describe.each(protocols)("the SCIM credential [%s]", (protocol) => {
     expect((await get(uid)).scim!.credentialState).toBe(CredentialState.LIVE);
   });
 
-  it("regenerate needs a live token: with none issued it is FAILED_PRECONDITION NO_LIVE_SCIM_TOKEN (revoked and expired: below)", async () => {
+  it("regenerate on a provider that never had a token: NOT_FOUND (generate first); revoked and expired ones are re-keyed (below)", async () => {
     const uid = await newProvider();
     const e = (await get(uid)).scim!.etag;
-    const none = await refused(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: e }, Code.FailedPrecondition);
-    expect(none.details).toContainEqual(expect.objectContaining({ violations: [expect.objectContaining({ type: "NO_LIVE_SCIM_TOKEN" })] }));
+    const none = await refused(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: e }, Code.NotFound);
+    expect(none.message).toMatch(/has never had a SCIM token/);
+    expect(none.details).toContainEqual(expect.objectContaining({ resourceType: "chainguard.platform.iam.v2.IdentityProvider.SCIM", resourceName: uid }));
+    expect((await get(uid)).scim).toMatchObject({ credentialState: CredentialState.NOT_ISSUED, etag: e });
+  });
+
+  it("never_expires: a token with no expiry, LIVE with no token_expire_time; revoking ends it, regenerating replaces it", async () => {
+    const uid = await newProvider();
+    const g = await ok(protocol, S.generateScimToken, { identityProviderUid: uid, neverExpires: true });
+    expect(g.expireTime).toBeUndefined();
+    const row = await rowOf(uid);
+    expect([row.scimTokenHash, row.scimTokenExpireTime]).toEqual([scimTokenHash(g.token), null]);
+    const live = (await get(uid)).scim!;
+    expect([live.credentialState, live.tokenExpireTime]).toEqual([CredentialState.LIVE, undefined]);
+    // Replaced: it overlaps for the hour asked, as any live token does; the new one never expires either.
+    const r = await ok(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: g.etag, neverExpires: true });
+    expect(r.expireTime).toBeUndefined();
+    expect(Math.abs(ms(r.previousTokenExpireTime) - (Date.now() + 3600_000))).toBeLessThan(60_000);
+    const rotating = (await get(uid)).scim!;
+    expect([rotating.credentialState, rotating.tokenExpireTime]).toEqual([CredentialState.ROTATING, undefined]);
+    const revoked = await ok(protocol, S.revokeScimToken, { identityProviderUid: uid });
+    expect((await get(uid)).scim).toMatchObject({ credentialState: CredentialState.REVOKED, etag: revoked.etag });
+    expect([(await rowOf(uid)).scimTokenHash, (await rowOf(uid)).scimPreviousTokenHash]).toEqual([null, null]);
   });
 
   it("revoke ends both tokens at once; twice is no error; then REVOKED, and a new token may be generated", async () => {
@@ -827,17 +848,28 @@ describe.each(protocols)("the SCIM credential [%s]", (protocol) => {
     const twice = await ok(protocol, S.revokeScimToken, { identityProviderUid: uid });
     expect(twice.etag).toBe(revoked.etag);
     expect(twice.revokeTime).toEqual(revoked.revokeTime);
-    await refused(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: revoked.etag }, Code.FailedPrecondition);
+    // Re-keyed: a new live token, the revoked ones staying dead (no overlap).
+    const rekeyed = await ok(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: revoked.etag });
+    expect(rekeyed.previousTokenExpireTime).toBeUndefined();
+    expect(rekeyed.requestedOverlap?.seconds).toBe(3600n);
+    expect((await get(uid)).scim).toMatchObject({ credentialState: CredentialState.LIVE, etag: rekeyed.etag });
+    expect((await rowOf(uid)).scimPreviousTokenHash).toBeNull();
+    // Generating over it is refused while it lives; after a revocation a new one may be generated too.
+    await refused(protocol, S.generateScimToken, { identityProviderUid: uid }, Code.FailedPrecondition);
+    await ok(protocol, S.revokeScimToken, { identityProviderUid: uid });
     const again = await ok(protocol, S.generateScimToken, { identityProviderUid: uid });
     expect((await get(uid)).scim).toMatchObject({ credentialState: CredentialState.LIVE, etag: again.etag });
   });
 
-  it("an expired token reads EXPIRED, cannot be regenerated, and a new one may be generated", async () => {
+  it("an expired token reads EXPIRED; regenerating re-keys it with no overlap, and generating works too", async () => {
     const uid = await newProvider();
     const g = await ok(protocol, S.generateScimToken, { identityProviderUid: uid });
     await server.database.db.update(identityProviders).set({ scimTokenExpireTime: new Date(Date.now() - 1000) }).where(eq(identityProviders.uid, uid));
     expect((await get(uid)).scim!.credentialState).toBe(CredentialState.EXPIRED);
-    await refused(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: g.etag }, Code.FailedPrecondition);
+    const r = await ok(protocol, S.regenerateScimToken, { identityProviderUid: uid, etag: g.etag });
+    expect(r.previousTokenExpireTime).toBeUndefined();
+    expect(await rowOf(uid)).toMatchObject({ scimTokenHash: scimTokenHash(r.token), scimPreviousTokenHash: null });
+    await server.database.db.update(identityProviders).set({ scimTokenExpireTime: new Date(Date.now() - 1000) }).where(eq(identityProviders.uid, uid));
     const fresh = await ok(protocol, S.generateScimToken, { identityProviderUid: uid });
     expect((await rowOf(uid)).scimTokenHash).toBe(scimTokenHash(fresh.token));
   });

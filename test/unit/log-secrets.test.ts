@@ -12,7 +12,7 @@ describe("findLeaks", () => {
   it.each([
     ["a JWT", `{"msg":"x","t":"${jwt}"}`],
     ["a refresh token", `{"msg":"x","why":"cgrt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`],
-    ["a SCIM token", `{"msg":"x","v":"cgscim_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`],
+    ["a SCIM token", `{"msg":"x","v":"cgscim_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`],
     ["a group invite code", `{"msg":"x","v":"cginv_0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`],
     ["a bearer credential", `{"msg":"x","h":"Bearer opaque-token-of-some-other-kind-123"}`],
     ["a secret the test used", `{"msg":"x","v":"prefix my-own-secret-value suffix"}`],
