@@ -37,8 +37,8 @@
 //   after expiry or revocation a new one may be generated (or regenerated).
 // - RegenerateScimToken: etag required (INVALID_ARGUMENT), stale: FAILED_PRECONDITION (ETAG_MISMATCH). It
 //   re-keys a live, expired or revoked token; a provider that never had one is NOT_FOUND (generate first).
-//   A live replaced token stays valid for `overlap` (default 1 hour, 0 to 24 hours), never beyond its own
-//   expiry; an expired or revoked one stays dead (no previous_token_expire_time); a token still overlapping
+//   A live replaced token stays valid for `overlap` (default 1 hour; a longer one is capped at 24 hours,
+//   a negative one is INVALID_ARGUMENT), never beyond its own expiry; an expired or revoked one stays dead (no previous_token_expire_time); a token still overlapping
 //   from an earlier regeneration ends at once. requested_overlap echoes the overlap asked for (defaulted).
 // - RevokeScimToken ends the current and the previous token at once; with no token to end it changes
 //   nothing and answers the state as it is (revoking twice is not an error). SCIM stays enabled or not.
@@ -48,7 +48,7 @@
 //   TOO_FEW_OWNERS otherwise. Setting the state it already has changes nothing (the etag stays).
 // - Deleting a provider deletes its mappings (and the bindings they made); the identities it created stay.
 import { create } from "@bufbuild/protobuf";
-import { durationFromMs, timestampDate, timestampFromDate, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { DurationSchema, durationFromMs, timestampDate, timestampFromDate, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
 import {
@@ -133,13 +133,15 @@ function tokenExpiry(expireTime: Timestamp | undefined, neverExpires: boolean, n
   return at;
 }
 
-/** The overlap of a regeneration, in ms. */
-function overlapOf(d: Duration | undefined): number {
-  if (!d) return DEFAULT_SCIM_OVERLAP_MS;
-  const ms = Number(d.seconds) * 1000 + Math.trunc(d.nanos / 1e6);
+/**
+ * The overlap of a regeneration: as requested (the default when none was), and in effect (ms), capped at
+ * 24 hours as the published contract says ("capped server-side"), so a longer request is not an error.
+ */
+function overlapOf(d: Duration | undefined): { requested: Duration; ms: number } {
+  if (!d) return { requested: durationFromMs(DEFAULT_SCIM_OVERLAP_MS), ms: DEFAULT_SCIM_OVERLAP_MS };
   if (d.seconds < 0n || d.nanos < 0) throw invalidArgument({ field: "overlap", description: "must not be negative" });
-  if (ms > MAX_SCIM_OVERLAP_MS) throw invalidArgument({ field: "overlap", description: "must be at most 24 hours" });
-  return ms;
+  const ms = d.seconds > BigInt(MAX_SCIM_OVERLAP_MS / 1000) ? MAX_SCIM_OVERLAP_MS : Math.min(MAX_SCIM_OVERLAP_MS, Number(d.seconds) * 1000 + Math.trunc(d.nanos / 1e6));
+  return { requested: create(DurationSchema, { seconds: d.seconds, nanos: d.nanos }), ms };
 }
 
 function requireEtag(etag: string): void {
@@ -315,7 +317,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
         throw notFound(IdentityProvider_SCIMSchema.typeName, uid, `identity provider ${uid} has never had a SCIM token to regenerate: generate one (GenerateScimToken)`);
       }
       // A live replaced token overlaps for `overlap`, never beyond its own expiry; a dead one stays dead.
-      const end = hasLiveToken(row, now) ? Math.min(now.getTime() + overlap, row.scimTokenExpireTime?.getTime() ?? Infinity) : now.getTime();
+      const end = hasLiveToken(row, now) ? Math.min(now.getTime() + overlap.ms, row.scimTokenExpireTime?.getTime() ?? Infinity) : now.getTime();
       const previousExpire = end > now.getTime() ? new Date(end) : null;
       const token = newScimToken();
       const next = await providers(ctx).write(uid, {
@@ -333,7 +335,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
         identityProviderUid: uid,
         etag: next.scimEtag,
         previousTokenExpireTime: previousExpire ? timestampFromDate(previousExpire) : undefined,
-        requestedOverlap: durationFromMs(overlap),
+        requestedOverlap: overlap.requested,
       });
     },
 
