@@ -135,7 +135,10 @@ export function createOpenApiDocument(opts: OpenApiOptions): OpenApiDocument {
           type: "http",
           scheme: "bearer",
           bearerFormat: "JWT",
-          description: "A token of this server (from the token exchange, POST /sts/exchange) or an ID token of an identity provider an identity matches.",
+          description:
+            "Paste the token alone, without `Bearer ` (it is added for you): in development, the token `npm start` printed " +
+            "(the value of its `export TOKEN=...` line). Otherwise a token of this server (from the token exchange, POST /sts/exchange) " +
+            "or an ID token of an identity provider an identity matches.",
         },
       },
     },

@@ -34,7 +34,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { decodeJwt } from "jose";
 import { SecurityTokenService, type ExchangeRefreshTokenRequest, type ExchangeRequest } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
-import { bearerToken, identityAmbiguous, mintToken, soleCandidate } from "../kernel/auth/index.js";
+import { identityAmbiguous, mintToken, readAuthorization, soleCandidate } from "../kernel/auth/index.js";
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
 import { failedPrecondition, invalidArgument, isMissingReference, unauthenticated, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
@@ -133,10 +133,12 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
 
   /** Runs `fn` for a caller within its budget, counting an UNAUTHENTICATED answer as a failure. */
   async function limited<T>(ctx: HandlerContext, fn: (token: string | undefined) => Promise<T>): Promise<T> {
-    const token = bearerToken(ctx.requestHeader);
+    const auth = readAuthorization(ctx.requestHeader);
+    const token = auth.kind === "bearer" ? auth.token : undefined;
     const caller = callerOf(ctx, token);
     failures.check(caller);
     try {
+      if (auth.kind === "malformed") throw auth.error;
       return await fn(token);
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(caller);

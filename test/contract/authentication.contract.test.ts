@@ -103,15 +103,39 @@ afterAll(async () => {
 const bearer = (name: string) => () => ({ authorization: `Bearer ${t[name]}` });
 const getOrg = () => ({ uid: world.org });
 const refused = (reason?: string) => ({ code: Code.Unauthenticated, ...(reason ? { reason } : {}) });
+const malformed = (message: RegExp) => ({ code: Code.Unauthenticated, reason: "AUTHORIZATION_MALFORMED", message });
 
 runContractCases("Authentication refused", () => server.baseUrl, [
   contractCase({ name: "no token", method: GroupsService.method.getGroup, request: getOrg, error: refused("TOKEN_MISSING") }),
+  // A header that is there but holds no usable bearer token is not a missing one: the answer says what is wrong.
   contractCase({
     name: "an Authorization header that is not a bearer token",
     method: GroupsService.method.getGroup,
     request: getOrg,
     headers: () => ({ authorization: `Basic ${Buffer.from("user:pass").toString("base64")}` }),
-    error: refused("TOKEN_MISSING"),
+    error: malformed(/is not a bearer token/),
+  }),
+  contractCase({
+    name: "a valid token sent as \"Bearer Bearer <token>\" (pasted with its scheme into /docs' Authorize)",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: () => ({ authorization: `Bearer Bearer ${t.own}` }),
+    error: malformed(/says "Bearer" twice.*paste the token without "Bearer "/),
+  }),
+  contractCase({
+    name: "a valid token with no scheme",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: () => ({ authorization: t.own! }),
+    error: malformed(/has no scheme before the token/),
+  }),
+  contractCase({ name: "\"Bearer\" and no token", method: GroupsService.method.getGroup, request: getOrg, headers: { authorization: "Bearer " }, error: malformed(/has no token after "Bearer"/) }),
+  contractCase({
+    name: "two words after \"Bearer\"",
+    method: GroupsService.method.getGroup,
+    request: getOrg,
+    headers: () => ({ authorization: `Bearer ${t.own} x` }),
+    error: malformed(/more than one word after "Bearer"/),
   }),
   contractCase({
     name: "malformed token (JWT-shaped, undecodable)",

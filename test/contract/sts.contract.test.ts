@@ -287,6 +287,13 @@ describe("Exchange: repeated failures from one caller are rate-limited", () => {
 
 runContractCases("Exchange refused", () => server.baseUrl, [
   contractCase({ name: "no token", method: exchange, request: assume("exact"), error: { code: Code.Unauthenticated, reason: "TOKEN_MISSING" } }),
+  contractCase({
+    name: "a token sent as \"Bearer Bearer <token>\"",
+    method: exchange,
+    request: assume("exact"),
+    headers: () => ({ authorization: `Bearer ${bearer("exact")().authorization}` }),
+    error: { code: Code.Unauthenticated, reason: "AUTHORIZATION_MALFORMED", message: /says "Bearer" twice/ },
+  }),
   contractCase({ name: "garbage token", method: exchange, request: assume("exact"), headers: { authorization: "Bearer garbage" }, error: { code: Code.Unauthenticated, reason: "TOKEN_INVALID" } }),
   contractCase({ name: "expired token", method: exchange, request: assume("exact"), headers: bearer("exactExpired"), error: { code: Code.Unauthenticated, reason: "TOKEN_EXPIRED" } }),
   contractCase({ name: "a token for another identity (wrong subject)", method: exchange, request: assume("exact"), headers: bearer("otherSubject"), error: notAccepted }),

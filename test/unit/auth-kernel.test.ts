@@ -8,6 +8,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import {
   accessKey,
   bearerToken,
+  readAuthorization,
   createCandidateAccess,
   effectiveScope,
   listScopesOf,
@@ -48,14 +49,28 @@ describe("bearerToken", () => {
     ["Bearer abc.def.ghi", "abc.def.ghi"],
     ["bearer abc", "abc"],
     ["  BEARER   abc  ", "abc"],
-    ["Basic abc", undefined],
-    ["Bearer", undefined],
-    ["Bearer a b", undefined],
     ["", undefined],
   ])("%j -> %j", (value, token) => {
     const h = new Headers();
     if (value) h.set("authorization", value);
     expect(bearerToken(h)).toBe(token);
+  });
+  it.each([
+    ["Basic abc", /is not a bearer token/],
+    ["Bearer", /has no token after "Bearer"/],
+    ["Bearer a b", /more than one word after "Bearer"/],
+    ["Bearer Bearer abc", /says "Bearer" twice/],
+    ["bearer  BEARER abc", /says "Bearer" twice/],
+    ["abc.def.ghi", /has no scheme before the token/],
+  ])("%j is refused as malformed, saying why and never repeating the header", (value, why) => {
+    const h = new Headers({ authorization: value });
+    const auth = readAuthorization(h);
+    expect(auth.kind).toBe("malformed");
+    if (auth.kind !== "malformed") return;
+    expect(auth.error.code).toBe(Code.Unauthenticated);
+    expect(auth.error.rawMessage).toMatch(why);
+    expect(auth.error.rawMessage).not.toMatch(/abc/);
+    expect(() => bearerToken(h)).toThrow(why);
   });
 });
 

@@ -233,6 +233,9 @@ describe("OpenAPI document", () => {
 
   it("needs a bearer token, except where the method's auth rule is disabled", () => {
     expect(doc.components.securitySchemes.bearerAuth).toEqual(expect.objectContaining({ type: "http", scheme: "bearer", bearerFormat: "JWT" }));
+    // Swagger UI's Authorize dialog shows this text and adds "Bearer " itself: a pasted "Bearer <token>" would go
+    // out as "Bearer Bearer <token>".
+    expect((doc.components.securitySchemes.bearerAuth as { description: string }).description).toMatch(/^Paste the token alone, without `Bearer `.*`npm start` printed/);
     expect(doc.security).toEqual([{ bearerAuth: [] }]);
     expect(operationAt("get", "/ping/v2/ping")!.operation.security).toEqual([]);
     expect(operationAt("get", "/advisory/v2/documents")!.operation.security).toEqual([]);

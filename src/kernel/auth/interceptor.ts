@@ -8,7 +8,7 @@
 // Authorization runs before the handler reads anything, so a caller without the capability gets
 // PERMISSION_DENIED whether or not the resource exists.
 import type { DescField, DescMethod } from "@bufbuild/protobuf";
-import type { Interceptor, StreamRequest, UnaryRequest } from "@connectrpc/connect";
+import type { ConnectError, Interceptor, StreamRequest, UnaryRequest } from "@connectrpc/connect";
 
 type UnaryOrStreamRequest = UnaryRequest | StreamRequest;
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
@@ -60,12 +60,44 @@ function scopeOf(message: unknown, path: DescField[]): string {
   throw invalidArgument({ field, description: uid === "" ? "is required" : "is not a valid uid" });
 }
 
-/** The bearer token of a request, or undefined. */
-export function bearerToken(header: Headers): string | undefined {
+/** What a request's Authorization header holds. */
+export type Authorization =
+  | { kind: "none" }
+  | { kind: "bearer"; token: string }
+  /** A header that holds no usable bearer token; `error` says what is wrong with it and how to send it. */
+  | { kind: "malformed"; error: ConnectError };
+
+const HOW = 'send "Authorization: Bearer <token>", the token alone after "Bearer "';
+
+/**
+ * Reads a request's Authorization header. The refusal of a malformed one says what is wrong without repeating
+ * any of the header (it may hold a credential): the usual mistake is "Bearer Bearer <token>", from a token
+ * pasted with its scheme where a client (the /docs Authorize dialog) adds the scheme itself.
+ */
+export function readAuthorization(header: Headers): Authorization {
   const value = header.get("authorization");
-  if (!value) return undefined;
-  const m = /^\s*bearer\s+(\S+)\s*$/i.exec(value);
-  return m?.[1];
+  if (!value) return { kind: "none" };
+  const words = value.trim().split(/\s+/);
+  const isBearer = (w: string | undefined) => w?.toLowerCase() === "bearer";
+  if (isBearer(words[0]) && words.length === 2 && !isBearer(words[1])) return { kind: "bearer", token: words[1]! };
+  let what: string;
+  if (isBearer(words[0]) && isBearer(words[1])) {
+    what = `says "Bearer" twice: ${HOW} (in the /docs Authorize dialog, paste the token without "Bearer ")`;
+  } else if (isBearer(words[0])) {
+    what = words.length === 1 ? `has no token after "Bearer": ${HOW}` : `has more than one word after "Bearer" (a token has no spaces): ${HOW}`;
+  } else if (words.length === 1) {
+    what = `has no scheme before the token: ${HOW}`;
+  } else {
+    what = `is not a bearer token (its scheme is not "Bearer"): ${HOW}`;
+  }
+  return { kind: "malformed", error: unauthenticated(`The Authorization header ${what}`, "AUTHORIZATION_MALFORMED") };
+}
+
+/** The bearer token of a request, or undefined when it has no Authorization header; a malformed one is refused. */
+export function bearerToken(header: Headers): string | undefined {
+  const auth = readAuthorization(header);
+  if (auth.kind === "malformed") throw auth.error;
+  return auth.kind === "bearer" ? auth.token : undefined;
 }
 
 export interface AuthInterceptorOptions {
