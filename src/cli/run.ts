@@ -11,7 +11,8 @@
 //     async ({ values, positionals }, env) => { ...; return 0; },
 //   );
 //   runWhenMain(import.meta.url, "import", main);
-import { pathToFileURL } from "node:url";
+import { isAbsolute, relative } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ConfigError } from "../config.js";
 import { DataDirLockedError } from "../db/data-dir-lock.js";
@@ -141,7 +142,20 @@ export function parseCommand<O extends OptionSpecs>(spec: CommandSpec<O>, argv: 
   return { values: parsed.values as OptionValues<O>, positionals: parsed.positionals };
 }
 
-export type CommandMain = (argv: readonly string[], env?: NodeJS.ProcessEnv) => Promise<number>;
+/**
+ * How the running command was started, for its usage and help: undefined when run from the sources (the npm
+ * script, which `invocation` names), else `node <file>` (a compiled dist/cli/<name>.js, as the user typed it
+ * from the working directory).
+ */
+export function compiledInvocation(moduleUrl: string, cwd = process.cwd()): string | undefined {
+  const file = fileURLToPath(moduleUrl);
+  if (file.endsWith(".ts")) return undefined;
+  const shown = relative(cwd, file);
+  return `node ${shown === "" || shown.startsWith("..") || isAbsolute(shown) ? file : shown}`;
+}
+
+/** `compiled` is compiledInvocation's answer, for the usage and help. */
+export type CommandMain = (argv: readonly string[], env?: NodeJS.ProcessEnv, compiled?: string) => Promise<number>;
 
 /**
  * A command's main: parses, answers --help (stdout, 0) and bad arguments (stderr, 2), and otherwise runs
@@ -151,17 +165,19 @@ export function defineCommand<const O extends OptionSpecs>(
   spec: CommandSpec<O>,
   run: (args: ParsedCommand<O>, env: NodeJS.ProcessEnv) => Promise<number>,
 ): CommandMain & { spec: CommandSpec<O> } {
-  const main = async (argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number> => {
+  const main = async (argv: readonly string[], env: NodeJS.ProcessEnv = process.env, compiled?: string): Promise<number> => {
+    // Compiled, the file is run directly: its leading words are the user's to type, not a script's.
+    const shown: CommandSpec<O> = compiled === undefined ? spec : { ...spec, invocation: [compiled, ...(spec.leading ?? [])].join(" ") };
     try {
       const parsed = parseCommand(spec, argv);
       if (parsed === "help") {
-        process.stdout.write(helpText(spec));
+        process.stdout.write(helpText(shown));
         return 0;
       }
       return await run(parsed, env);
     } catch (err) {
       if (!(err instanceof UsageError)) throw err;
-      process.stderr.write(`${err.message}\n${usageLine(spec)}\n`);
+      process.stderr.write(`${err.message}\n${usageLine(shown)}\n`);
       return 2;
     }
   };
@@ -175,9 +191,9 @@ function failureLine(what: string, err: unknown): string {
   return `${what} failed: ${String(err)}`;
 }
 
-export function runWhenMain(moduleUrl: string, what: string, main: (argv: string[]) => Promise<number>): void {
+export function runWhenMain(moduleUrl: string, what: string, main: CommandMain): void {
   if (!process.argv[1] || moduleUrl !== pathToFileURL(process.argv[1]).href) return;
-  main(process.argv.slice(2)).then(
+  main(process.argv.slice(2), process.env, compiledInvocation(moduleUrl)).then(
     (code) => process.exit(code),
     (err: unknown) => {
       process.stderr.write(`${failureLine(what, err)}\n`);

@@ -199,6 +199,13 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     return { header, body };
   }
 
+  /** The path without its trailing slashes when that is a route for the verb (the hint of a 404), else undefined. */
+  function trailingSlashFree(verb: string, pathname: string): string | undefined {
+    if (!/.\/$/.test(pathname)) return undefined;
+    const trimmed = pathname.replace(/\/+$/, "");
+    return trimmed !== "" && table.match(verb, splitRequestPath(trimmed)).kind === "match" ? trimmed : undefined;
+  }
+
   /** Builds the input message: body, then query parameters, then path variables (which win). */
   async function buildRequest(b: Binding, vars: Map<string, string>, search: string, req: IncomingMessage | Http2ServerRequest): Promise<Message> {
     const input = b.method.input;
@@ -220,7 +227,7 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     let binding: Binding | undefined;
     try {
       const result = table.match(verb, splitRequestPath(pathname));
-      if (result.kind === "not-found") throw routeNotFound(verb, pathname);
+      if (result.kind === "not-found") throw routeNotFound(verb, pathname, trailingSlashFree(verb, pathname));
       if (result.kind === "method-not-allowed") throw methodNotAllowed(verb, pathname, result.allowed);
       binding = result.route.target;
       if (record) {

@@ -13,6 +13,7 @@ import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { authRuleOf, behaviorsOf, FieldBehavior, scopePathOf } from "../kernel/descriptors.js";
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../kernel/list/index.js";
 import { describeRestBindings, type RestBindingDescription } from "./gateway.js";
 import { jsonMessageOf, queryParameters } from "./query.js";
 import { parseTemplate } from "./template.js";
@@ -113,7 +114,8 @@ export function createOpenApiDocument(opts: OpenApiOptions): OpenApiDocument {
       description:
         "The REST form of the Platform API v2: every method here is also served over gRPC, gRPC-web and Connect on the same port. " +
         "Bodies and responses are proto3 JSON (64-bit integers as strings, timestamps as RFC 3339 strings, enums by name). " +
-        "Errors are google.rpc.Status bodies (AIP-193). Authenticate with `Authorization: Bearer <token>`.",
+        "Errors are google.rpc.Status bodies (AIP-193). Authenticate with `Authorization: Bearer <token>`. " +
+        `Lists answer a page at a time: ${PAGE_SIZE_RULE}`,
     },
     servers: [{ url: "/", description: "this server" }],
     security: [{ [BEARER]: [] }],
@@ -310,11 +312,17 @@ function pathParameter(name: string, key: string, fields: DescField[], multi: bo
   return { name, in: "path", required: true, description: parts.join(" "), schema: schemas.fieldValue(leaf) };
 }
 
+/** How every List pages (the list kernel's rule), said on the document and on each `pageSize` parameter. */
+const PAGE_SIZE_RULE =
+  `\`pageSize\` rows (${DEFAULT_PAGE_SIZE} when it is 0 or absent, at most ${MAX_PAGE_SIZE}: a larger value gets ${MAX_PAGE_SIZE}; a negative one is INVALID_ARGUMENT), ` +
+  "and a `nextPageToken` to pass as `pageToken` for the next page (empty on the last).";
+
 function queryParameter(fields: DescField[], schemas: SchemaBuilder): Parameter {
   const leaf = fields[fields.length - 1]!;
   const jsonName = fields.map((f) => f.jsonName).join(".");
   const protoName = fields.map((f) => f.name).join(".");
   const notes: string[] = [];
+  if (protoName === "page_size") notes.push(`Rows per page: ${PAGE_SIZE_RULE}`);
   if (protoName !== jsonName) notes.push(`Also accepted as \`${protoName}\`.`);
   if (leaf.fieldKind === "list" && !jsonMessageOf(leaf)) notes.push(`Repeated: give the parameter once per value (\`${jsonName}=a&${jsonName}=b\`).`);
   if (leaf.oneof) {

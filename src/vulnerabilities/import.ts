@@ -59,11 +59,11 @@ function emptyCounts(): Counts {
 }
 
 /** The `*.advisories.yaml` files under the paths, sorted; unreadable paths are reported. */
-async function findAdvisoryFiles(paths: readonly string[], skipped: { path: string; reason: string }[]): Promise<string[]> {
+async function findAdvisoryFiles(paths: readonly string[], skip: (path: string, reason: string) => void): Promise<string[]> {
   const out: string[] = [];
   const walk = async (path: string, depth: number): Promise<void> => {
     const info = await stat(path).catch((err: Error) => {
-      skipped.push({ path, reason: err.message });
+      skip(path, err.message);
       return null;
     });
     if (!info) return;
@@ -262,14 +262,14 @@ export async function importAdvisories(db: Executor, paths: readonly string[], o
     skipped: [],
     unknown: { eventTypes: { count: 0, examples: [] }, keys: { count: 0, examples: [] } },
   };
-  const files = await findAdvisoryFiles(paths, summary.skipped);
-  const stored = await storedDocuments(db);
-  const byHash = new Map([...stored.entries()].map(([pkg, d]) => [d.contentHash, { pkg, ...d }]));
-  const packages = new Map<string, string>();
   const skip = (path: string, reason: string) => {
     summary.skipped.push({ path, reason });
     summary.files.skipped++;
   };
+  const files = await findAdvisoryFiles(paths, skip);
+  const stored = await storedDocuments(db);
+  const byHash = new Map([...stored.entries()].map(([pkg, d]) => [d.contentHash, { pkg, ...d }]));
+  const packages = new Map<string, string>();
 
   const one = async (file: string): Promise<void> => {
     const bytes = await readFile(file);

@@ -116,6 +116,19 @@ describe("REST errors", () => {
     statusBody(res.json);
   });
 
+  it("a route's path with a trailing slash: 404 saying to drop it", async () => {
+    for (const path of ["/registry/v2/repos/", `/registry/v2/repos/${world.org}/abc//`]) {
+      const res = await rest("GET", path);
+      expect(res.status).toBe(404);
+      const trimmed = path.replace(/\/+$/, "");
+      expect(res.json.message).toBe(`No REST route for GET ${path}: drop the trailing slash (GET ${trimmed} is a route)`);
+      expect(statusBody(res.json)[0]).toMatchObject({ reason: "ROUTE_NOT_FOUND", metadata: { path, suggestedPath: trimmed } });
+    }
+    // No hint where the path without the slash is no route either.
+    const res = await rest("GET", "/registry/v2/nothing-here/");
+    expect(res.json.message).toBe("No REST route for GET /registry/v2/nothing-here/");
+  });
+
   it("known path, wrong method: 405 with Allow", async () => {
     const res = await rest("PUT", "/registry/v2/repos/abc");
     expect(res.status).toBe(405);

@@ -227,6 +227,13 @@ describe("import-advisories", () => {
     }
   });
 
+  it("counts a path that cannot be read among the skipped files, beside its reason", async () => {
+    const missing = join(root, "no-such-directory");
+    const s = await importAdvisories(db.db, [missing]);
+    expect(s.skipped).toEqual([{ path: missing, reason: expect.stringMatching(/ENOENT/) }]);
+    expect(s.files).toEqual({ added: 0, changed: 0, unchanged: 0, skipped: 1 });
+  });
+
   it("imports a fixed file that was skipped, and keeps a package's rows when its file turns invalid", async () => {
     write(join(dir(), "nameless.advisories.yaml"), "schema-version: 2\npackage:\n  name: named\nadvisories:\n  - id: CGA-n\n");
     write(join(dir(), "openssl.advisories.yaml"), openssl.replace("2024-02-01T00:00:00Z", "last tuesday"));

@@ -70,13 +70,18 @@ describe("the compiled server", () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ group: expect.stringMatching(/^[0-9a-f]{40}$/), created: true });
   });
 
-  it("answers --help on every compiled command", async () => {
+  it("answers --help on every compiled command, naming it as it was run (node dist/cli/<file>, not npm run)", async () => {
     const commands = readdirSync(join(outDir, "cli")).filter((f) => f.endsWith(".js"));
-    expect(commands.length).toBeGreaterThanOrEqual(4);
+    expect(commands.sort()).toEqual(["bootstrap.js", "import-advisories.js", "import-libraries.js", "import-oci.js", "import-osv.js", "keys.js"]);
     for (const file of commands) {
+      const usage = `usage: node ${join("dist/cli", file)}${file === "keys.js" ? " rotate" : ""}`;
       const r = await node([join(outDir, "cli", file), "--help"]);
       expect(r.code, `${file}: ${r.stderr}`).toBe(0);
-      expect(r.stdout, file).toMatch(/^usage: /);
+      expect(r.stdout, file).toMatch(new RegExp(`^${usage}\\b`));
+      expect(r.stdout, file).not.toMatch(/npm run/);
+      const bad = await node([join(outDir, "cli", file), "--no-such-option"]);
+      expect(bad.code, file).toBe(2);
+      expect(bad.stderr.split("\n")[1], file).toMatch(new RegExp(`^${usage}\\b`));
     }
   });
 

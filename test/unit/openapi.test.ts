@@ -231,6 +231,20 @@ describe("OpenAPI document", () => {
     });
   });
 
+  it("says how lists page: the default page size and its cap, on the document and on every pageSize", () => {
+    expect(doc.info.description).toMatch(/`pageSize` rows \(50 when it is 0 or absent, at most 200/);
+    let lists = 0;
+    for (const item of Object.values(doc.paths)) {
+      for (const op of Object.values(item)) {
+        const p = parameter(op, "pageSize");
+        if (!p) continue;
+        lists++;
+        expect(p.description, op.operationId).toMatch(/^Rows per page: `pageSize` rows \(50 when it is 0 or absent, at most 200: a larger value gets 200/);
+      }
+    }
+    expect(lists).toBeGreaterThanOrEqual(17);
+  });
+
   it("needs a bearer token, except where the method's auth rule is disabled", () => {
     expect(doc.components.securitySchemes.bearerAuth).toEqual(expect.objectContaining({ type: "http", scheme: "bearer", bearerFormat: "JWT" }));
     // Swagger UI's Authorize dialog shows this text and adds "Bearer " itself: a pasted "Bearer <token>" would go

@@ -149,8 +149,13 @@ export function internal(requestId: string): ConnectError {
 // HTTP status is more precise than their code's (http.ts maps it by reason); headers to send are metadata.
 
 /** No REST route for the path: NOT_FOUND (404). */
-export function routeNotFound(verb: string, path: string): ConnectError {
-  return new ConnectError(`No REST route for ${verb} ${path}`, Code.NotFound, undefined, [errorInfo("ROUTE_NOT_FOUND", { method: verb, path })]);
+export function routeNotFound(verb: string, path: string, withoutTrailingSlash?: string): ConnectError {
+  if (withoutTrailingSlash === undefined) {
+    return new ConnectError(`No REST route for ${verb} ${path}`, Code.NotFound, undefined, [errorInfo("ROUTE_NOT_FOUND", { method: verb, path })]);
+  }
+  return new ConnectError(`No REST route for ${verb} ${path}: drop the trailing slash (${verb} ${withoutTrailingSlash} is a route)`, Code.NotFound, undefined, [
+    errorInfo("ROUTE_NOT_FOUND", { method: verb, path, suggestedPath: withoutTrailingSlash }),
+  ]);
 }
 
 /** The path is served under other HTTP methods: UNIMPLEMENTED, answered 405 with Allow. */
