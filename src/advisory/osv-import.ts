@@ -1,4 +1,4 @@
-// The OSV importer: OSV JSON records (data-formats.md section 2) from directories (every *.json beneath them,
+// The OSV importer: OSV JSON records (docs/data-formats.md, "OSV records") from directories (every *.json beneath them,
 // and zips found there) and zip archives, into osv_records.
 //
 // Decisions:

@@ -1,4 +1,4 @@
-// One OSV record (ossf/osv-schema, data-formats.md section 2), validated: every field this server reads or
+// One OSV record (ossf/osv-schema; docs/data-formats.md, "OSV records"), validated: every field this server reads or
 // the schema constrains is checked, and a problem names its path from the record's root
 // (`references[2].type: unknown type "FOO"`). Fields the schema may add later are ignored, as the schema's
 // own evolution rules expect readers to do.

@@ -1,4 +1,4 @@
-// The library importer: reads Maven repository layouts and Python distributions (data-formats.md section 3)
+// The library importer: reads Maven repository layouts and Python distributions (docs/data-formats.md, "Library artifacts")
 // into library_artifacts / library_artifact_versions.
 //
 // Decisions:

@@ -1,4 +1,4 @@
-// One package advisory document (`<package>.advisories.yaml`, schema 2.x; data-formats.md section 1), parsed
+// One package advisory document (`<package>.advisories.yaml`, schema 2.x; docs/data-formats.md, "Package advisory documents"), parsed
 // and validated into the rows the importer writes. Pure: no database, no files. Reusable by any reader of the
 // format (the advisory.v2 domain reads the rows this produces, not the YAML).
 //
