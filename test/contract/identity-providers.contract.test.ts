@@ -27,7 +27,7 @@ import { managedRole } from "../../src/iam/managed-roles.js";
 import { scimTokenHash } from "../../src/iam/scim-token.js";
 import { createSecretBox, type SecretBox } from "../../src/iam/secret-box.js";
 import { registry } from "../../src/kernel/descriptors.js";
-import { setLogLevel } from "../../src/kernel/log.js";
+import { addLogTap } from "../../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
@@ -944,13 +944,9 @@ describe.each(protocols)("the client secret is write-only [%s]", (protocol) => {
   it("is in no response, no event body and no log line; it is stored only sealed", async () => {
     const secret = `write-only-${protocol}-${unique("s")}`;
     const newSecret = `${secret}-rotated`;
+    // Every log line, at debug level, read where the logger writes it (not echoed to the test run's output).
     const lines: string[] = [];
-    const write = process.stderr.write.bind(process.stderr);
-    setLogLevel("debug");
-    process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
-      lines.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString());
-      return (write as (...a: unknown[]) => boolean)(chunk, ...rest);
-    }) as typeof process.stderr.write;
+    const untap = addLogTap((line) => lines.push(line));
     const responses: string[] = [];
     const json = (schema: DescMessage, m: MessageShape<DescMessage>) => responses.push(JSON.stringify(toJson(schema, m, { registry })));
     let uid = "";
@@ -968,9 +964,9 @@ describe.each(protocols)("the client secret is write-only [%s]", (protocol) => {
       const raw = await fetch(`${server.baseUrl}/iam/v2/identityProviders/${uid}`, { headers: world.auth("owner") });
       responses.push(await raw.text());
     } finally {
-      process.stderr.write = write;
-      setLogLevel("silent");
+      untap();
     }
+    expect(lines.some((l) => l.includes("CreateIdentityProvider"))).toBe(true);
     for (const text of [...responses, ...lines]) {
       expect(text).not.toContain(secret);
     }
