@@ -53,7 +53,7 @@ beforeAll(async () => {
   repoUid = newChildUid(org);
   const database = await openPglite(dataDir);
   await database.db.insert(groups).values({ uid: org, name: "local" });
-  await database.db.insert(repos).values({ uid: repoUid, groupUid: org, name: "hello" });
+  await database.db.insert(repos).values({ uid: repoUid, groupUid: org, name: "hello-server" });
   await database.close();
 });
 afterAll(() => {
