@@ -365,11 +365,11 @@ runContractCases("Exchange refused", () => server.baseUrl, [
     error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "aud[0]" }] } }] },
   }),
   contractCase({
-    name: "down-scoping (cap) is refused rather than ignored",
+    name: "a cap naming no capability is refused rather than ignored (down-scoping: down-scoping.contract.test.ts)",
     method: exchange,
-    request: () => ({ identity: id.exact, cap: ["CAP_IAM_GROUPS_LIST"] }),
+    request: () => ({ identity: id.exact, cap: ["CAP_IAM_GROUPS_LIST", "groups.lsit"] }),
     headers: bearer("exact"),
-    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "cap" }] } }] },
+    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "cap[1]" }] } }] },
   }),
   contractCase({
     name: "AWS identity: no verifier in this server",
