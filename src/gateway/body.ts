@@ -1,6 +1,6 @@
-// The JSON body: reading it under a size cap, parsing it into the whole request (`body: "*"`) or into one
-// field (`body: "repo"`), naming the field a bad value belongs to, and deriving an update mask from the keys
-// a PATCH body carries.
+// The request body: reading it under a size cap, parsing JSON into the whole request (`body: "*"`) or into
+// one field (`body: "repo"`), naming the field a bad value belongs to, deriving an update mask from the keys
+// a PATCH body carries; and the form-encoded body a binding without a body reads as parameters.
 import type { Readable } from "node:stream";
 import { mergeFromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type Registry } from "@bufbuild/protobuf";
 import { invalidArgument } from "../kernel/errors/index.js";
@@ -81,6 +81,34 @@ export function parseJsonBody(bytes: Uint8Array): JsonValue | undefined {
     const detail = err instanceof SyntaxError ? `: ${err.message}` : "";
     throw invalidArgument({ field: "body", description: `malformed JSON${detail}` });
   }
+}
+
+/** True when a Content-Type names a form-encoded body (application/x-www-form-urlencoded, any parameters). */
+export function isFormEncoded(contentType: string | undefined): boolean {
+  return contentType?.split(";")[0]!.trim().toLowerCase() === "application/x-www-form-urlencoded";
+}
+
+/**
+ * A form-encoded body's fields, in order, as a query string's (`aud=a&aud=b&identity=x`). Not UTF-8 ->
+ * INVALID_ARGUMENT on "body".
+ */
+export function parseFormBody(bytes: Uint8Array): URLSearchParams {
+  try {
+    return new URLSearchParams(utf8.decode(bytes));
+  } catch {
+    throw invalidArgument({ field: "body", description: "is not valid UTF-8" });
+  }
+}
+
+/**
+ * A form-encoded body that is not JSON, sent to a binding whose body is JSON (`body: "*"` or one field):
+ * refused, as grpc-gateway's JSON decoder refuses it; only bindings without a body read forms.
+ */
+export function formBodyRefused(): Error {
+  return invalidArgument({
+    field: "body",
+    description: "is form-encoded (application/x-www-form-urlencoded), but this method's body is proto3 JSON: send the request as JSON",
+  });
 }
 
 /**

@@ -34,7 +34,18 @@ import {
   toRestError,
   unimplemented,
 } from "../kernel/errors/index.js";
-import { applyBody, BodyAbortedError, BodyTooLargeError, defaultMaxBodyBytes, deriveUpdateMask, parseJsonBody, readBody } from "./body.js";
+import {
+  applyBody,
+  BodyAbortedError,
+  BodyTooLargeError,
+  defaultMaxBodyBytes,
+  deriveUpdateMask,
+  formBodyRefused,
+  isFormEncoded,
+  parseFormBody,
+  parseJsonBody,
+  readBody,
+} from "./body.js";
 import { fieldByName, isPlainObject, isWellKnown, locateJsonError } from "./fields.js";
 import { createJsonWriter } from "./json.js";
 import { applyQuery, insert, textToJson, type BoundFields } from "./query.js";
@@ -206,16 +217,30 @@ export function createRestGateway(opts: RestGatewayOptions): RestGateway {
     return trimmed !== "" && table.match(verb, splitRequestPath(trimmed)).kind === "match" ? trimmed : undefined;
   }
 
-  /** Builds the input message: body, then query parameters, then path variables (which win). */
+  /**
+   * Builds the input message: body, then query parameters, then path variables (which win). As grpc-gateway
+   * does: a binding without a body reads a form-encoded body (POST, PUT, PATCH; Go's ParseForm) as parameters
+   * like the query's, before them (a single field named in both is refused, a repeated one takes both); a
+   * binding with a body reads it as JSON whatever its content type (`curl -d '{...}'` labels JSON a form),
+   * and a form that is not JSON is refused saying so.
+   */
   async function buildRequest(b: Binding, vars: Map<string, string>, search: string, req: IncomingMessage | Http2ServerRequest): Promise<Message> {
     const input = b.method.input;
     const message = create(input) as Message;
     let bodyJson: JsonValue | undefined;
+    const form = isFormEncoded(req.headers["content-type"]);
     if (b.body !== undefined) {
-      bodyJson = parseJsonBody(await readBody(req, maxBodyBytes));
+      const bytes = await readBody(req, maxBodyBytes);
+      try {
+        bodyJson = parseJsonBody(bytes);
+      } catch (err) {
+        throw form ? formBodyRefused() : err;
+      }
       if (bodyJson !== undefined) applyBody(input, message, b.body, bodyJson, registry);
     }
-    const fromQuery = search === "" ? new Set<string>() : applyQuery(input, message, new URLSearchParams(search), b.bound, registry);
+    const params: Array<[string, string]> = form && b.body === undefined && FORM_VERBS.has(b.verb) ? [...parseFormBody(await readBody(req, maxBodyBytes))] : [];
+    if (search !== "") params.push(...new URLSearchParams(search));
+    const fromQuery = params.length === 0 ? new Set<string>() : applyQuery(input, message, params, b.bound, registry);
     applyPathVariables(input, message, b.variables, vars, registry);
     if (b.mask && bodyJson !== undefined && !fromQuery.has("update_mask")) applyDerivedMask(input, message, b, b.mask, bodyJson);
     return message;
@@ -444,6 +469,9 @@ function gatewayCause(err: unknown): unknown {
   if (err instanceof PathEncodingError) return invalidArgument({ field: "path", description: err.message });
   return err;
 }
+
+/** The verbs whose form-encoded body Go's ParseForm reads (and so grpc-gateway's bindings without a body). */
+const FORM_VERBS: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH"]);
 
 /** What a call over Connect JSON would say of its content, over the client's own headers. */
 const JSON_CALL_HEADERS: ReadonlyMap<string, string> = new Map([

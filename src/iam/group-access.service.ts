@@ -29,7 +29,7 @@ import {
   type RequestGroupAccessRequest,
   type RequestGroupAccessResponse,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import { accessOf, type Principal } from "../kernel/auth/index.js";
+import { accessOf, isUnrestricted, requireUnrestricted, type Principal } from "../kernel/auth/index.js";
 import { failedPrecondition, invalidArgument, notFound, permissionDenied, resourceExhausted } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
@@ -45,8 +45,11 @@ export const groupAccessRequestList = defineListSpec({
   defaultOrder: "request_time desc",
 });
 
-/** Eligible to request access to a group, and to create an organization: a root-level identity. */
-const isEligible = (principal: Principal): boolean => principal.homeGroup === undefined;
+/**
+ * Eligible to request access to a group, and to create an organization: a root-level identity, with a token
+ * that is not down-scoped.
+ */
+const isEligible = (principal: Principal): boolean => principal.homeGroup === undefined && isUnrestricted(principal.restriction);
 
 function humanDuration(ms: number): string {
   const minutes = Math.ceil(ms / 60_000);
@@ -68,6 +71,7 @@ export function groupAccessMethods(deps: DomainDeps): {
       const { principal } = accessOf(ctx);
       if (req.groupUid === "") throw invalidArgument({ field: "group_uid", description: "is required" });
       if (!isValidUid(req.groupUid)) throw invalidArgument({ field: "group_uid", description: "is not a valid group uid" });
+      requireUnrestricted(principal, "asking for access to a group");
       if (!isEligible(principal)) {
         throw permissionDenied(
           "Permission denied: only a root-level identity may request access to a group (an identity created under a group is confined to it); see CheckEligibility",

@@ -9,7 +9,7 @@ import {
   ListGroupsResponseSchema,
   LookupGroupResponseSchema,
 } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
-import { accessOf, listScopesOf, requireRuleAt } from "../kernel/auth/index.js";
+import { accessOf, listScopesOf, requireRuleAt, requireUnrestricted } from "../kernel/auth/index.js";
 import { invalidArgument, notFound, permissionDenied, throwIfAny, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
@@ -54,6 +54,7 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
         throwIfAny([...parentDepthViolations(req.parent), ...under("group", groupViolations(group))]);
         return toGroup(await groups(ctx).create(req.parent, groupFields(group)));
       }
+      requireUnrestricted(access.principal, "creating an organization");
       if (access.principal.homeGroup !== undefined) {
         throw permissionDenied(
           "Permission denied: only a root-level identity may create an organization (an identity created under a group is confined to it); name a parent group to create a sub-group",

@@ -178,3 +178,13 @@ export function newRootUid(): string {
 export function newChildUid(parent: string): string {
   return `${parent}/${randomBytes(8).toString("hex")}`;
 }
+
+const GROUP_UID_PATTERN = /^[0-9a-f]{40}(?:\/[0-9a-f]{16})*$/;
+
+/**
+ * True when the uid has the shape of a group's: a root uid (40 hex) and child segments (16 hex each), as
+ * newRootUid and newChildUid make them and the Group message describes.
+ */
+export function isGroupUid(uid: string): boolean {
+  return uid.length <= UID_MAX_LENGTH && GROUP_UID_PATTERN.test(uid);
+}

@@ -8,8 +8,10 @@
 // not roll it back): a stolen token and its legitimate holder cannot be told apart, so neither keeps going.
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { and, eq, gt, isNull, or, sql } from "drizzle-orm";
+import type { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import type { Db } from "../db/client.js";
 import { identities, refreshTokens, roleBindings } from "../db/schema/index.js";
+import type { TokenRestriction } from "../kernel/auth/index.js";
 import { log } from "../kernel/log.js";
 
 export const REFRESH_TOKEN_PREFIX = "cgrt_";
@@ -30,6 +32,8 @@ export interface RefreshBinding {
   upstream: { issuer: string; subject: string };
   /** Seconds since the epoch that nothing of the chain outlives; undefined: no cap. */
   notAfter?: number | undefined;
+  /** What the chain's access tokens are restricted to (the exchange's scopes and cap); undefined: nothing. */
+  restriction?: TokenRestriction | undefined;
 }
 
 export interface IssuedRefreshToken {
@@ -123,6 +127,8 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
         audience: binding.audience,
         upstreamIssuer: binding.upstream.issuer,
         upstreamSubject: binding.upstream.subject,
+        scopes: binding.restriction?.scopes ? [...binding.restriction.scopes] : null,
+        capabilities: binding.restriction?.capabilities ? [...binding.restriction.capabilities] : null,
         notAfter,
         tokenHash: refreshTokenHash(token),
         expireTime,
@@ -166,6 +172,8 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
           audience: row.audience,
           upstreamIssuer: row.upstreamIssuer,
           upstreamSubject: row.upstreamSubject,
+          scopes: row.scopes,
+          capabilities: row.capabilities,
           notAfter: row.notAfter,
           tokenHash: refreshTokenHash(next),
           expireTime,
@@ -176,5 +184,14 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
       await prune();
       return out;
     },
+  };
+}
+
+/** The restriction a chain's row carries (see RefreshBinding.restriction). */
+export function restrictionOfRow(row: Pick<RefreshTokenRow, "scopes" | "capabilities">): TokenRestriction | undefined {
+  if (row.scopes === null && row.capabilities === null) return undefined;
+  return {
+    ...(row.scopes !== null ? { scopes: row.scopes } : {}),
+    ...(row.capabilities !== null ? { capabilities: row.capabilities as Capability[] } : {}),
   };
 }

@@ -15,12 +15,19 @@
 // identity it correlates to, and brings its group-mapped role bindings in line with the token
 // (iam/sso-login.ts); `identity` is then left empty (the provider decides which identity it is).
 //
-// Refresh tokens. A caller asks Exchange for one as OIDC does: the scope `offline_access`, in `scope` (a
-// space-separated list) or in `scopes`; any other scope is still refused (no down-scoping). The answer's
-// `refresh_token` then holds an opaque token bound to the identity and the access token's audience, valid
+// Down-scoping. `scopes` and `scope` (a space-separated list; the union of both counts) name groups, `cap`
+// capabilities (the SDK's names, "repo.list", or the enum names): the token then holds only the identity's
+// role bindings at or above each group, reaching that group's subtree, and of those only the capabilities
+// named, as the published proto describes (kernel/auth/restriction.ts). A group or capability the identity
+// does not hold is not an error: the token simply cannot act there (the proto's "if any exist"). A value that
+// is neither a group uid nor `offline_access`, or names no capability, is INVALID_ARGUMENT.
+//
+// Refresh tokens. A caller asks Exchange for one as OIDC does: the scope `offline_access`, in `scope` or in
+// `scopes`. The answer's `refresh_token` then holds an opaque token bound to the identity, the access token's
+// audience and its restriction (a refresh asking for other scopes or capabilities is refused), valid
 // for 30 days by default (REFRESH_TOKEN_TTL_HOURS), and capped like the access token at a StaticKeys
 // identity's expiration_time. ExchangeRefreshToken takes it as the bearer (Authorization: Bearer <refresh
-// token>) and answers a new access token (one hour, same identity, audience and `act`) and a new refresh
+// token>) and answers a new access token (one hour, same identity, audience, `act` and restriction) and a new refresh
 // token: each refresh token is used once. Presenting a used one again is reuse: the whole chain (every token
 // descended from the same exchange) is revoked. A refresh token ends with its identity, with the identity's
 // last role binding, and does not work while the identity is deactivated or holds no binding. An unknown,
@@ -34,51 +41,107 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { decodeJwt } from "jose";
 import { SecurityTokenService, type ExchangeRefreshTokenRequest, type ExchangeRequest } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
-import { identityAmbiguous, mintToken, readAuthorization, soleCandidate } from "../kernel/auth/index.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import {
+  capabilityByName,
+  identityAmbiguous,
+  MAX_RESTRICTION_SCOPES,
+  mintToken,
+  readAuthorization,
+  restrictionClaims,
+  soleCandidate,
+  type TokenRestriction,
+} from "../kernel/auth/index.js";
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
 import { failedPrecondition, invalidArgument, isMissingReference, unauthenticated, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
 import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
-import { isValidUid } from "../kernel/uidp.js";
+import { isGroupUid, isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
-import { createRefreshTokenStore, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, RefreshRefused, type RefreshTokenRow } from "./refresh-tokens.store.js";
+import { createRefreshTokenStore, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, RefreshRefused, restrictionOfRow, type RefreshTokenRow } from "./refresh-tokens.store.js";
 
 /** The longest lifetime of an exchanged token. */
 export const EXCHANGE_MAX_TTL_SECONDS = 3600;
 
+/** A restriction with only the fields asked for (a TokenRestriction leaves the others out). */
+function pruned(r: Asked["restriction"]): TokenRestriction {
+  return { ...(r.scopes !== undefined ? { scopes: r.scopes } : {}), ...(r.capabilities !== undefined ? { capabilities: r.capabilities } : {}) };
+}
+
 /** The scope that asks Exchange for a refresh token (OpenID Connect Core 1.0, section 11). */
 export const OFFLINE_ACCESS = "offline_access";
 
+/** What a request asks of the tokens it gets: a refresh token (offline_access), and a restriction. */
+interface Asked {
+  offline: boolean;
+  /** Each field undefined when the request does not restrict by it. */
+  restriction: { scopes: string[] | undefined; capabilities: Capability[] | undefined };
+}
+
 /**
- * The audience, scope and cap fields both methods share; whether `offline_access` was asked for. Down-scoping
- * is not implemented: refusing is safer than silently minting a token with more power than the caller asked
- * for. `offline_access` is the one scope accepted: it asks for a refresh token, and scopes nothing.
+ * The audience, scope and cap fields both methods share. `scope` (space-separated, as OIDC's) and `scopes`
+ * name the groups to restrict the token to, deduplicated, and `offline_access`, which asks for a refresh token
+ * and restricts nothing; `cap` names capabilities by the SDK's name ("repo.list") or the enum name.
  */
-function audienceAndScopes(req: Pick<ExchangeRequest, "aud" | "scope" | "cap" | "scopes">, issuerUrl: string, violations: FieldViolation[]): boolean {
+function audienceAndScopes(req: Pick<ExchangeRequest, "aud" | "scope" | "cap" | "scopes">, issuerUrl: string, violations: FieldViolation[]): Asked {
   req.aud.forEach((a, i) => {
     if (a !== issuerUrl) violations.push({ field: `aud[${i}]`, description: `this server only mints tokens for its own audience ${JSON.stringify(issuerUrl)}` });
   });
-  const scope = req.scope.split(" ").filter((s) => s !== "");
-  const downScoping = "down-scoping tokens is not supported by this server; the only scope accepted is offline_access (a refresh token)";
-  if (scope.some((s) => s !== OFFLINE_ACCESS)) violations.push({ field: "scope", description: downScoping });
-  if (req.cap.length > 0) violations.push({ field: "cap", description: "down-scoping tokens is not supported by this server" });
-  req.scopes.forEach((s, i) => {
-    if (s !== OFFLINE_ACCESS) violations.push({ field: `scopes[${i}]`, description: downScoping });
+  let offline = false;
+  const groups = new Set<string>();
+  const scope = (value: string, field: string) => {
+    if (value === OFFLINE_ACCESS) offline = true;
+    else if (isGroupUid(value)) groups.add(value);
+    else violations.push({ field, description: `${JSON.stringify(value)} is neither a group uid (to restrict the token to) nor offline_access (to ask for a refresh token)` });
+  };
+  for (const s of req.scope.split(" ")) if (s !== "") scope(s, "scope");
+  req.scopes.forEach((s, i) => scope(s, `scopes[${i}]`));
+  if (groups.size > MAX_RESTRICTION_SCOPES) violations.push({ field: "scopes", description: `at most ${MAX_RESTRICTION_SCOPES} groups, ${groups.size} given` });
+  const capabilities = new Set<Capability>();
+  req.cap.forEach((c, i) => {
+    const cap = capabilityByName(c);
+    if (cap !== undefined) capabilities.add(cap);
+    else violations.push({ field: `cap[${i}]`, description: `${JSON.stringify(c)} is not a capability: give its SDK name (such as "repo.list") or its enum name (such as "CAP_REPO_LIST")` });
   });
-  return scope.includes(OFFLINE_ACCESS) || req.scopes.includes(OFFLINE_ACCESS);
+  return {
+    offline,
+    restriction: {
+      scopes: groups.size > 0 ? [...groups].sort() : undefined,
+      capabilities: capabilities.size > 0 ? [...capabilities].sort((a, b) => a - b) : undefined,
+    },
+  };
 }
 
-/** Whether the exchange asks for a refresh token. */
-function validate(req: ExchangeRequest, issuerUrl: string): boolean {
+/** What Exchange asks for. */
+function validate(req: ExchangeRequest, issuerUrl: string): Asked {
   const violations: FieldViolation[] = [];
-  const offline = audienceAndScopes(req, issuerUrl, violations);
+  const asked = audienceAndScopes(req, issuerUrl, violations);
   if (req.identity !== "" && !isValidUid(req.identity)) violations.push({ field: "identity", description: "is not a valid uid" });
   if (req.identityProvider !== "") {
     if (!isValidUid(req.identityProvider)) violations.push({ field: "identity_provider", description: "is not a valid uid" });
     if (req.identity !== "") violations.push({ field: "identity", description: "must be empty with identity_provider: the provider's login decides the identity" });
   }
   if (violations.length > 0) throw invalidArgument(violations);
-  return offline;
+  return asked;
+}
+
+/**
+ * The restriction of a refresh's access token: the chain's. A refresh may repeat what the exchange asked for
+ * (the SDK sends the same options), but a scopes or cap that differs from the chain's is refused (before
+ * anything is used up): a chain neither widens nor changes.
+ */
+function refreshRestriction(chain: TokenRestriction | undefined, asked: Asked["restriction"]): TokenRestriction | undefined {
+  const same = <T>(a: readonly T[] | undefined, b: readonly T[] | undefined) => a === undefined || (b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]));
+  const violations: FieldViolation[] = [];
+  if (!same(asked.scopes, chain?.scopes)) {
+    violations.push({ field: "scopes", description: `the refresh token is bound to the groups ${JSON.stringify(chain?.scopes ?? [])} (none: not restricted by group)` });
+  }
+  if (!same(asked.capabilities, chain?.capabilities)) {
+    const names = (chain?.capabilities ?? []).map((c) => Capability[c]);
+    violations.push({ field: "cap", description: `the refresh token is bound to the capabilities ${JSON.stringify(names)} (none: not restricted by capability)` });
+  }
+  if (violations.length > 0) throw invalidArgument(violations);
+  return chain;
 }
 
 /** The audience a chain is bound to, as a set of values (empty: this server's issuer URL). */
@@ -154,7 +217,7 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
   async function refresh(req: ExchangeRefreshTokenRequest, token: string | undefined) {
     if (!token) throw unauthenticated("ExchangeRefreshToken needs the refresh token in an Authorization: Bearer <token> header", "TOKEN_MISSING");
     const violations: FieldViolation[] = [];
-    audienceAndScopes(req, deps.issuerUrl, violations);
+    const { restriction: askedRestriction } = audienceAndScopes(req, deps.issuerUrl, violations);
     if (violations.length > 0) throw invalidArgument(violations);
     try {
       const { result, next } = await refreshTokens.rotate(token, refreshTtl, async (row) => {
@@ -164,7 +227,9 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
         if (asked.length > 0 && (asked.length !== bound.length || asked.some((a) => !bound.includes(a)))) {
           throw invalidArgument({ field: "aud", description: `the refresh token is bound to the audience ${JSON.stringify(bound)}` });
         }
+        const restriction = refreshRestriction(restrictionOfRow(row), askedRestriction);
         const minted = await mintToken(deps.keys, {
+          restriction,
           issuer: deps.issuerUrl,
           subject: row.identityUid,
           audience: row.audience.length > 0 ? row.audience : deps.issuerUrl,
@@ -186,8 +251,8 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
 
   async function exchange(req: ExchangeRequest, token: string | undefined) {
     if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
-    const offline = validate(req, deps.issuerUrl);
-    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token), offline);
+    const asked = validate(req, deps.issuerUrl);
+    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token), asked);
     const verifier = deps.external;
     if (!canAssume(verifier)) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
@@ -213,7 +278,7 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     } catch (err) {
       throw refusal(err, req.identity, "");
     }
-    return mint(req, found, offline);
+    return mint(req, found, asked);
   }
 
   async function providerLogin(providerUid: string, token: string): Promise<ExternalAssumption> {
@@ -227,7 +292,8 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     }
   }
 
-  async function mint(req: ExchangeRequest, found: ExternalAssumption, offline: boolean) {
+  async function mint(req: ExchangeRequest, found: ExternalAssumption, { offline, restriction: asked }: Asked) {
+    const restriction = asked.scopes === undefined && asked.capabilities === undefined ? undefined : pruned(asked);
     const now = Math.floor(Date.now() / 1000);
     const notAfter = Math.min(found.expiresAt, found.identityExpiresAt ?? Infinity);
     // A token within the clock tolerance of its expiry verifies, but leaves nothing to mint.
@@ -241,18 +307,25 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
       ttlSeconds: EXCHANGE_MAX_TTL_SECONDS,
       upstream,
       notAfter,
+      restriction,
     });
     let refreshToken = "";
     if (offline) {
       try {
-        refreshToken = (await refreshTokens.issue({ identityUid: found.identityUid, audience: aud, upstream, notAfter: found.identityExpiresAt }, refreshTtl)).token;
+        refreshToken = (await refreshTokens.issue({ identityUid: found.identityUid, audience: aud, upstream, notAfter: found.identityExpiresAt, restriction }, refreshTtl)).token;
       } catch (err) {
         // The identity was deleted since it was verified: as if it had never matched.
         if (isMissingReference(err)) throw refusal(new ExternalTokenError("NOT_ACCEPTED", "the identity was deleted"), req.identity, req.identityProvider);
         throw err;
       }
     }
-    log.info("token exchanged", { identity: found.identityUid, upstreamIssuer: found.issuer, expiry: minted.expiry.toISOString(), refreshToken: offline });
+    log.info("token exchanged", {
+      identity: found.identityUid,
+      upstreamIssuer: found.issuer,
+      expiry: minted.expiry.toISOString(),
+      refreshToken: offline,
+      ...(restriction ? { restrictedTo: restrictionClaims(restriction) } : {}),
+    });
     return { token: minted.token, refreshToken, expiry: timestampFromDate(minted.expiry) };
   }
 }

@@ -338,24 +338,24 @@ runContractCases("ExchangeRefreshToken refused", () => server.baseUrl, [
     error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "aud[0]" }] } }] },
   }),
   contractCase({
-    name: "down-scoping (cap, a scope other than offline_access)",
+    name: "a cap naming no capability, scopes that are neither groups nor offline_access",
     method: exchangeRefresh,
-    request: { cap: ["CAP_IAM_GROUPS_LIST"], scope: "openid", scopes: ["registry.pull"] },
+    request: { cap: ["groups.lsit"], scope: "openid", scopes: ["registry.pull"] },
     headers: bearer("cgrt_whatever"),
-    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "scope" }, { field: "cap" }, { field: "scopes[0]" }] } }] },
+    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "scope" }, { field: "scopes[0]" }, { field: "cap[0]" }] } }] },
   }),
 ]);
 
 runContractCases("Exchange asking for a refresh token, refused", () => server.baseUrl, [
   contractCase({
-    name: "a scope other than offline_access",
+    name: "a scope that is neither a group nor offline_access (openid)",
     method: exchange,
     request: { scope: "openid offline_access" },
     headers: bearer("unused"),
     error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "scope" }] } }] },
   }),
   contractCase({
-    name: "a `scopes` entry other than offline_access",
+    name: "a `scopes` entry that is neither a group nor offline_access",
     method: exchange,
     request: { scopes: ["offline_access", "openid"] },
     headers: bearer("unused"),

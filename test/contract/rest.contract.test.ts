@@ -46,10 +46,10 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function rest(method: string, path: string, body?: string) {
+async function rest(method: string, path: string, body?: string, contentType = "application/json") {
   const res = await fetch(server.baseUrl + path, {
     method,
-    headers: { ...world.auth("owner"), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+    headers: { ...world.auth("owner"), ...(body !== undefined ? { "content-type": contentType } : {}) },
     ...(body !== undefined ? { body } : {}),
   });
   return { status: res.status, headers: res.headers, json: (await res.json()) as Record<string, unknown> };
@@ -83,6 +83,13 @@ describe("routing from the HTTP bindings", () => {
   it("PATCH: keys and query parameters naming no field are ignored, and stay out of the derived mask", async () => {
     seen.length = 0;
     const res = await rest("PATCH", `/registry/v2/repos/${world.org}/repo?pagesize=3`, JSON.stringify({ description: "new", colour: "red" }));
+    expect(res.status).toBe(200);
+    expect(seen).toEqual([`UpdateRepo ${world.org}/repo mask=description`]);
+  });
+
+  it("a binding with a body reads it as JSON whatever its content type says (curl -d labels JSON a form), as grpc-gateway does", async () => {
+    seen.length = 0;
+    const res = await rest("PATCH", `/registry/v2/repos/${world.org}/repo`, JSON.stringify({ description: "new" }), "application/x-www-form-urlencoded");
     expect(res.status).toBe(200);
     expect(seen).toEqual([`UpdateRepo ${world.org}/repo mask=description`]);
   });
@@ -144,6 +151,14 @@ describe("REST errors", () => {
     expect(String(res.json.message)).toMatch(/^Invalid argument: body: /);
     const details = statusBody(res.json);
     expect(details[1]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ field: "body" }] });
+  });
+
+  it("a form-encoded body where the binding's body is JSON: 400 saying so, nothing called", async () => {
+    seen.length = 0;
+    const res = await rest("PATCH", `/registry/v2/repos/${world.org}/abc`, "description=new", "application/x-www-form-urlencoded; charset=utf-8");
+    expect(res.status).toBe(400);
+    expect(String(res.json.message)).toMatch(/^Invalid argument: body: is form-encoded .* proto3 JSON/);
+    expect(seen).toEqual([]);
   });
 
   it("a JSON value of the wrong type: 400 naming the field", async () => {

@@ -1,11 +1,12 @@
 // Refresh tokens of the token exchange (sts/refresh-tokens.store.ts): opaque, stored only as their sha256,
-// bound to an identity and to the audience of the access token they were issued with.
+// bound to an identity, to the audience of the access token they were issued with, and to what that token was
+// restricted to (the exchange's scopes and cap).
 //
 // Every exchange that asks for one starts a chain; each use marks the token used and issues its successor
 // in the same chain. Used tokens are kept (until they expire) so that presenting one again is recognised as
 // reuse, which revokes the whole chain. Deleting the identity deletes its tokens (CASCADE); deleting its last
 // role binding deletes them too (the trigger of the refresh_tokens_end migration).
-import { index, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { index, integer, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { instant, uidText } from "./columns.js";
 import { identities } from "./iam.js";
 
@@ -23,6 +24,10 @@ export const refreshTokens = pgTable(
     /** The exchanged token's issuer and subject: the `act` of every access token of the chain. */
     upstreamIssuer: text("upstream_issuer").notNull(),
     upstreamSubject: text("upstream_subject").notNull(),
+    /** A down-scoped chain: the groups its access tokens are restricted to; null: no restriction by group. */
+    scopes: text("scopes").array(),
+    /** A down-scoped chain: the capabilities (enum numbers) its access tokens are restricted to; null: none. */
+    capabilities: integer("capabilities").array(),
     /** Nothing of the chain outlives this (a StaticKeys identity's expiration_time at the exchange); null: no cap. */
     notAfter: instant("not_after"),
     /** sha256 (hex) of the token. */

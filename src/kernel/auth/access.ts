@@ -4,6 +4,10 @@
 // from the IdentityDirectory (directory.ts), and are remembered between requests only until a grant changes
 // (grants-cache.ts).
 //
+// A token of this server minted by a down-scoping exchange (its `scopes` and `cap`) holds only part of its
+// identity's grants: every check below (scoped, capabilitiesAt, visibleScopes) sees only that part
+// (restriction.ts).
+//
 // A token can act as several identities: an external token whose issuer and subject several organizations
 // gave an identity to (each organization may do so, and none may lock the others out). Each call then acts
 // as ONE of them, never as their union, so no combination of grants ever exceeds what one identity holds
@@ -13,6 +17,7 @@ import { failedPrecondition, permissionDenied } from "../errors/index.js";
 import { isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
 import type { Authenticated } from "./authenticator.js";
+import { isUnrestricted, restrictGrants, type RestrictableGrant } from "./restriction.js";
 
 /** One role binding of the caller: the group it is on and the capabilities of its role. */
 export interface Binding {
@@ -62,16 +67,16 @@ function lacksCapabilities(uid: string) {
  * The grants of a list of bindings for an identity with this home group, made once per list: the grants
  * cache hands every call of an identity the same list until one of its grants changes.
  */
-const grantsByBindings = new WeakMap<readonly Binding[], Map<string | undefined, Grant[]>>();
+const grantsByBindings = new WeakMap<readonly Binding[], Map<string | undefined, RestrictableGrant[]>>();
 
-function grantsFromBindings(bindings: readonly Binding[], homeGroup: string | undefined): Grant[] {
+function grantsFromBindings(bindings: readonly Binding[], homeGroup: string | undefined): RestrictableGrant[] {
   let byHome = grantsByBindings.get(bindings);
   if (!byHome) grantsByBindings.set(bindings, (byHome = new Map()));
   let grants = byHome.get(homeGroup);
   if (!grants) {
     grants = bindings.flatMap((b) => {
       const scope = effectiveScope(b.groupUid, homeGroup);
-      return scope ? [{ scope, capabilities: new Set(b.capabilities) }] : [];
+      return scope ? [{ scope, capabilities: new Set(b.capabilities), bindingGroup: b.groupUid }] : [];
     });
     byHome.set(homeGroup, grants);
   }
@@ -79,7 +84,9 @@ function grantsFromBindings(bindings: readonly Binding[], homeGroup: string | un
 }
 
 export function createAccess(principal: Principal, bindings: readonly Binding[]): Access {
-  const grants = grantsFromBindings(bindings, principal.homeGroup);
+  // A down-scoped token (the exchange's scopes and cap) keeps only part of its identity's grants.
+  const all = grantsFromBindings(bindings, principal.homeGroup);
+  const grants: readonly Grant[] = isUnrestricted(principal.restriction) ? all : restrictGrants(all, principal.restriction!);
   const capabilitiesAt = async (uid: string): Promise<ReadonlySet<Capability>> => {
     const held = new Set<Capability>();
     for (const g of grants) {

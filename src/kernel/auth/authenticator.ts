@@ -9,6 +9,7 @@ import type { KeyStore } from "./keys.js";
 import type { Principal } from "./principal.js";
 import type { Binding, IdentityGrants } from "./access.js";
 import type { IdentityDirectory } from "./directory.js";
+import { restrictionOfClaims } from "./restriction.js";
 import { verifyOwnToken } from "./tokens.js";
 
 /** Tokens larger than this are refused before any parsing. */
@@ -121,8 +122,10 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       throw invalid("signature or claims do not verify");
     }
     let payload;
+    let restriction;
     try {
       payload = await verifyOwnToken(opts.keys, token, { issuer: opts.issuer, audience: opts.audience });
+      restriction = restrictionOfClaims(payload);
     } catch (err) {
       throw isExpired(err) ? invalid("expired", "TOKEN_EXPIRED") : invalid("signature or claims do not verify");
     }
@@ -132,6 +135,7 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
       issuer: iss,
       subject: payload.sub,
       upstream: typeof act?.iss === "string" && typeof act.sub === "string" ? { issuer: act.iss, subject: act.sub } : undefined,
+      restriction,
     };
     remember(token, claims, payload.exp!);
     return claims;

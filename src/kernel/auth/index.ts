@@ -7,3 +7,4 @@ export * from "./tokens.js";
 export * from "./authenticator.js";
 export * from "./interceptor.js";
 export * from "./provider-login.js";
+export * from "./restriction.js";

@@ -3,6 +3,7 @@
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { permissionDenied, unauthenticated } from "../errors/index.js";
+import { isUnrestricted, type TokenRestriction } from "./restriction.js";
 
 export interface Principal {
   /** The identity the caller acts as. */
@@ -17,6 +18,8 @@ export interface Principal {
   subject: string;
   /** For a token this service minted by exchange: the issuer and subject of the token exchanged. */
   upstream?: { issuer: string; subject: string } | undefined;
+  /** For a token minted by a down-scoping exchange: what it is restricted to (restriction.ts). */
+  restriction?: TokenRestriction | undefined;
 }
 
 export interface Access {
@@ -95,5 +98,16 @@ export function requireRuleAt(ctx: HandlerContext, uid: string): Promise<void> {
 export async function requireRuleAnywhere(ctx: HandlerContext): Promise<void> {
   if ((await listScopesOf(ctx)).length === 0) {
     throw permissionDenied(`This method needs ${ruleCapabilitiesOf(ctx).map((c) => Capability[c]).join(", ")} on some group`);
+  }
+}
+
+/**
+ * Throws PERMISSION_DENIED for a down-scoped token (restricted by group or capability): the actions that name
+ * no group and need no capability (creating an organization, asking for access to a group) are beyond
+ * whatever such a token was restricted to.
+ */
+export function requireUnrestricted(principal: Principal, what: string): void {
+  if (!isUnrestricted(principal.restriction)) {
+    throw permissionDenied(`Permission denied: ${what} needs a token that is not restricted to groups or capabilities (exchange without scopes and cap)`, "TOKEN_RESTRICTED");
   }
 }

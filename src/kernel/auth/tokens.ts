@@ -2,6 +2,7 @@
 import { SignJWT, jwtVerify, decodeProtectedHeader, type JWTPayload } from "jose";
 import type { KeyStore } from "./keys.js";
 import { MAX_TOKEN_LIFETIME_SECONDS } from "./keys.js";
+import { restrictionClaims, type TokenRestriction } from "./restriction.js";
 
 export interface MintOptions {
   issuer: string;
@@ -14,6 +15,8 @@ export interface MintOptions {
   upstream?: { issuer: string; subject: string };
   /** Never later than this (seconds since the epoch), e.g. the expiry of the token exchanged. */
   notAfter?: number;
+  /** What a down-scoped token is restricted to (restriction.ts); undefined: nothing. */
+  restriction?: TokenRestriction | undefined;
 }
 
 export async function mintToken(keys: KeyStore, opts: MintOptions): Promise<{ token: string; expiry: Date }> {
@@ -21,7 +24,10 @@ export async function mintToken(keys: KeyStore, opts: MintOptions): Promise<{ to
   const now = Math.floor(Date.now() / 1000);
   let exp = now + Math.min(opts.ttlSeconds, MAX_TOKEN_LIFETIME_SECONDS);
   if (opts.notAfter !== undefined) exp = Math.min(exp, opts.notAfter);
-  const claims: JWTPayload = opts.upstream ? { act: { iss: opts.upstream.issuer, sub: opts.upstream.subject } } : {};
+  const claims: JWTPayload = {
+    ...(opts.upstream ? { act: { iss: opts.upstream.issuer, sub: opts.upstream.subject } } : {}),
+    ...restrictionClaims(opts.restriction),
+  };
   const token = await new SignJWT(claims)
     .setProtectedHeader({ alg, kid, typ: "JWT" })
     .setIssuer(opts.issuer)

@@ -14,7 +14,7 @@ import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
  * Describes the file apiserver/capabilityopts/v1/capability.proto.
  */
 export const file_apiserver_capabilityopts_v1_capability: GenFile = /*@__PURE__*/
-  fileDesc("CixhcGlzZXJ2ZXIvY2FwYWJpbGl0eW9wdHMvdjEvY2FwYWJpbGl0eS5wcm90bxIbYXBpc2VydmVyLmNhcGFiaWxpdHlvcHRzLnYxOkgKDWludGVybmFsX29ubHkSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxi1hwMgASgIUgxpbnRlcm5hbE9ubHliBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("CixhcGlzZXJ2ZXIvY2FwYWJpbGl0eW9wdHMvdjEvY2FwYWJpbGl0eS5wcm90bxIbYXBpc2VydmVyLmNhcGFiaWxpdHlvcHRzLnYxOkgKDWludGVybmFsX29ubHkSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxi1hwMgASgIUgxpbnRlcm5hbE9ubHk6NwoEbmFtZRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGLaHAyABKAlSBG5hbWViBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * Marks a capability that exists for the service's own use: no role created or granted through the API
@@ -24,4 +24,13 @@ export const file_apiserver_capabilityopts_v1_capability: GenFile = /*@__PURE__*
  */
 export const internal_only: GenExtension<EnumValueOptions, boolean> = /*@__PURE__*/
   extDesc(file_apiserver_capabilityopts_v1_capability, 0);
+
+/**
+ * The capability's name as the published SDK's capabilities package spells it ("repo.list"): what its
+ * clients send in the token exchange's `cap`. Values the SDK names no name for have none.
+ *
+ * @generated from extension: string name = 50102;
+ */
+export const name: GenExtension<EnumValueOptions, string> = /*@__PURE__*/
+  extDesc(file_apiserver_capabilityopts_v1_capability, 1);
 

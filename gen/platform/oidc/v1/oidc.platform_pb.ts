@@ -17,7 +17,8 @@ export const file_platform_oidc_v1_oidc_platform: GenFile = /*@__PURE__*/
   fileDesc("CiRwbGF0Zm9ybS9vaWRjL3YxL29pZGMucGxhdGZvcm0ucHJvdG8SGGNoYWluZ3VhcmQucGxhdGZvcm0ub2lkYyJWChtFeGNoYW5nZVJlZnJlc2hUb2tlblJlcXVlc3QSCwoDYXVkGAEgAygJEg0KBXNjb3BlGAIgASgJEgsKA2NhcBgDIAMoCRIOCgZzY29wZXMYBCADKAkimAEKD0V4Y2hhbmdlUmVxdWVzdBILCgNhdWQYASADKAkSDQoFc2NvcGUYAiABKAkSEAoIaWRlbnRpdHkYBCABKAkSCwoDY2FwGAUgAygJEhkKEWlkZW50aXR5X3Byb3ZpZGVyGAcgASgJEg4KBnNjb3BlcxgIIAMoCVIHY2x1c3RlclIWaW5jbHVkZV91cHN0cmVhbV90b2tlbiJcCghSYXdUb2tlbhINCgV0b2tlbhgBIAEoCRIVCg1yZWZyZXNoX3Rva2VuGAIgASgJEioKBmV4cGlyeRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAieQoJVG9rZW5QYWlyEjEKBXRva2VuGAEgASgLMiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5vaWRjLlJhd1Rva2VuEjkKDXJlZnJlc2hfdG9rZW4YAiABKAsyIi5jaGFpbmd1YXJkLnBsYXRmb3JtLm9pZGMuUmF3VG9rZW4yxAIKFFNlY3VyaXR5VG9rZW5TZXJ2aWNlEokBCghFeGNoYW5nZRIpLmNoYWluZ3VhcmQucGxhdGZvcm0ub2lkYy5FeGNoYW5nZVJlcXVlc3QaIi5jaGFpbmd1YXJkLnBsYXRmb3JtLm9pZGMuUmF3VG9rZW4iLoq1GAQKAggBgtPkkwIgWg8SDS9zdHMvZXhjaGFuZ2UiDS9zdHMvZXhjaGFuZ2USnwEKFEV4Y2hhbmdlUmVmcmVzaFRva2VuEjUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5vaWRjLkV4Y2hhbmdlUmVmcmVzaFRva2VuUmVxdWVzdBojLmNoYWluZ3VhcmQucGxhdGZvcm0ub2lkYy5Ub2tlblBhaXIiK4q1GAQKAggBgtPkkwIdIhsvc3RzL2V4Y2hhbmdlX3JlZnJlc2hfdG9rZW5iBnByb3RvMw", [file_apiserver_options_v1_options, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
- * Input of ExchangeRefreshToken.
+ * Input of ExchangeRefreshToken. The access token keeps the chain's audience and restriction: `aud`,
+ * `scopes` and `cap` may repeat them, never change them.
  *
  * @generated from message chainguard.platform.oidc.ExchangeRefreshTokenRequest
  */
@@ -62,6 +63,8 @@ export type ExchangeRequest = Message<"chainguard.platform.oidc.ExchangeRequest"
   aud: string[];
 
   /**
+   * Space-separated: group uids, counted with `scopes`, and offline_access.
+   *
    * @generated from field: string scope = 2;
    */
   scope: string;
@@ -72,6 +75,8 @@ export type ExchangeRequest = Message<"chainguard.platform.oidc.ExchangeRequest"
   identity: string;
 
   /**
+   * Capabilities to restrict the token to, by the SDK's name ("repo.list") or the enum name.
+   *
    * @generated from field: repeated string cap = 5;
    */
   cap: string[];
@@ -82,6 +87,9 @@ export type ExchangeRequest = Message<"chainguard.platform.oidc.ExchangeRequest"
   identityProvider: string;
 
   /**
+   * Group uids to restrict the token to: it keeps the role bindings granted at each group or at one of its
+   * ancestors, reaching that group's subtree only. offline_access asks for a refresh token.
+   *
    * @generated from field: repeated string scopes = 8;
    */
   scopes: string[];
