@@ -6,6 +6,7 @@ import type { Db } from "../db/client.js";
 import { groups, identities, roleBindings } from "../db/schema/index.js";
 import { newChildUid, newRootUid } from "../kernel/uidp.js";
 import { ensureManagedRoles, managedRole } from "./managed-roles.js";
+import { personUidOf } from "./person-uid.js";
 
 export interface BootstrapOptions {
   issuer: string;
@@ -48,7 +49,8 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
         );
       if (existing) return { group: existing.group, identity: identity.uid, roleBinding: existing.binding, created: false };
     } else {
-      identity = { uid: newRootUid() };
+      // The person's uid, the one LookupIdentity answered for this pair before it existed.
+      identity = { uid: personUidOf(opts.issuer, opts.subject) };
       await tx.insert(identities).values({
         uid: identity.uid,
         parentUid: null,
