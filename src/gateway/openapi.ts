@@ -94,6 +94,8 @@ export function createOpenApiDocument(opts: OpenApiOptions): OpenApiDocument {
   const pathNames = new PathNames();
   const operationIds = new Set<string>();
   const methodNames = countBy(bindings.map((b) => b.method), (m) => m.name);
+  // GET operations' names first: where a URL carries several sets of names, reads get the plain path.
+  for (const b of bindings) if (b.verb === "GET") pathNames.of(b);
   for (const b of bindings) {
     const { path, names, plain } = pathNames.of(b);
     const tag = tagOf.get(b.method.parent)!;

@@ -2,7 +2,7 @@
 // the types, openapi-fetch for the calls) works against the server: every GET operation, called as such a
 // client calls it (path parameters named after the operation's own fields, filled in percent-encoded, so a
 // uid's "/" travels as %2F), reaches its method and is answered as the same request written by hand with
-// plain slashes is.
+// plain slashes is; operations whose paths are written with an encoded literal reach theirs too.
 import createClient from "openapi-fetch";
 import openapiTS, { astToString } from "openapi-typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -79,6 +79,20 @@ describe("a client generated from /openapi.json", () => {
       routed.push(item.get!.operationId);
     }
     expect(routed).toEqual(expect.arrayContaining(["GetGroup", "GetRepo", "GetArchitectures", "GetSize", "ListGroups"]));
+  });
+
+  it("CreateGroup and UpdateGroup on their paths with an encoded literal, each by its own field", async () => {
+    const client = createClient<Record<string, Record<string, unknown>>>({ baseUrl: server.baseUrl, headers: world.auth("owner") });
+    const created = await client.POST("/%69am/v2/groups/{parent}" as never, { params: { path: { parent: world.team } }, body: { name: "generated" } } as never);
+    expect(created.response.status).toBe(200);
+    const uid = (created.data as unknown as { uid: string }).uid;
+    expect(uid.startsWith(`${world.team}/`)).toBe(true);
+    const updated = await client.PATCH("/%69%61m/v2/groups/{group.uid}" as never, {
+      params: { path: { "group.uid": uid }, query: { updateMask: "description" } },
+      body: { description: "patched" },
+    } as never);
+    expect(updated.response.status).toBe(200);
+    expect(updated.data).toMatchObject({ uid, name: "generated", description: "patched" });
   });
 
   it("GetGroup of a sub-group: the uid arrives whole", async () => {
