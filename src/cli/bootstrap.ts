@@ -1,4 +1,5 @@
 // npm run bootstrap -- --issuer <url> --subject <sub> [--organization <name>] [--name <identity name>]
+//                        [--email <verified email>] [--verified]
 //
 // Creates a root organization owned by the identity that tokens with this issuer and subject assume, on the
 // configured database (DATABASE_URL, or the embedded one under DATA_DIR). Idempotent: run again with the
@@ -22,10 +23,12 @@ export const runBootstrap = defineCommand(
       subject: { type: "string", value: "<subject>", help: "the subject (sub) of the owner's tokens", required: true },
       organization: { type: "string", value: "<name>", help: "the organization's name", default: "default" },
       name: { type: "string", value: "<identity name>", help: "the owner identity's name", default: "owner" },
+      email: { type: "string", value: "<address>", help: "the owner's email, verified by you (recorded as the identity's verified email)" },
+      verified: { type: "boolean", help: "mark the organization verified: LookupGroup shows it to people whose verified email's domain is its name" },
     },
   },
   async ({ values }, env) => {
-    const { issuer, subject, organization, name } = values;
+    const { issuer, subject, organization, name, email, verified } = values;
     try {
       const url = new URL(issuer!);
       if (url.protocol !== "https:" && url.protocol !== "http:") throw new Error();
@@ -36,7 +39,7 @@ export const runBootstrap = defineCommand(
     setLogLevel("warn");
     const database = await openDatabase({ ...config, share: "join" });
     try {
-      const result = await bootstrap(database.db, { issuer: issuer!, subject: subject!, organization, identityName: name });
+      const result = await bootstrap(database.db, { issuer: issuer!, subject: subject!, organization, identityName: name, email, verified });
       process.stdout.write(JSON.stringify(result, null, 2) + "\n");
       return 0;
     } finally {

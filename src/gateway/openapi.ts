@@ -94,11 +94,18 @@ export function createOpenApiDocument(opts: OpenApiOptions): OpenApiDocument {
   const pathNames = new PathNames();
   const operationIds = new Set<string>();
   const methodNames = countBy(bindings.map((b) => b.method), (m) => m.name);
+  // GET operations' names first: where a URL carries several sets of names, reads get the plain path.
+  for (const b of bindings) if (b.verb === "GET") pathNames.of(b);
   for (const b of bindings) {
-    const { path, names } = pathNames.of(b);
+    const { path, names, plain } = pathNames.of(b);
     const tag = tagOf.get(b.method.parent)!;
     const operationId = operationIdOf(b, methodNames, operationIds);
     const operation = describeOperation(b, operationId, tag, names, schemas);
+    if (path !== plain) {
+      operation.description +=
+        `\n\nThe path is written \`${path}\` so that this operation's variables are named after its own fields ` +
+        `(OpenAPI allows one set of names per path): it is the URL \`${plain}\`, and either form may be sent.`;
+    }
     const verb = b.verb.toLowerCase();
     if (!httpVerbs.has(verb)) throw new Error(`${operationId}: HTTP method ${b.verb} has no OpenAPI operation`);
     const item = (paths[path] ??= {});
@@ -185,24 +192,27 @@ function serviceOf(tags: Map<DescService, string>, tag: string): string {
 }
 
 /**
- * OpenAPI paths of the templates, with one set of parameter names per shape. OpenAPI forbids two paths that
- * differ only in their parameter names (`/groups/{uid}`, `/groups/{parent}`), while the contract binds one
- * shape to several fields (GET by uid, POST under parent, PATCH by group.uid). The gateway matches by
- * position, so every binding of a shape uses the names of the shape's first binding, and each operation's
- * parameter says which field it sets.
+ * OpenAPI paths of the templates, each operation's parameters named after its own request fields. OpenAPI
+ * deems two paths that differ only in their parameter names identical (`/groups/{uid}`, `/groups/{parent}`)
+ * and forbids them, while the contract binds one shape to several fields (GET by uid, POST under parent,
+ * PATCH by group.uid). So the first set of names a shape meets gets the plain path, and each other set the
+ * same path with one more character of its literal text percent-encoded (`/%69am/v2/groups/{parent}`): a
+ * distinct path to OpenAPI, the same URL to HTTP (RFC 3986, 6.2.2.2: an encoded unreserved character is the
+ * character), and to the gateway, which matches literal segments decoded. Clients send the path as written.
  */
 class PathNames {
+  /** Per shape, the name sets met so far, in order: the index is how many characters the path encodes. */
   private readonly byShape = new Map<string, string[]>();
 
-  of(b: RestBindingDescription): { path: string; names: string[] } {
+  of(b: RestBindingDescription): { path: string; names: string[]; plain: string } {
     const template = parseTemplate(b.template);
     const segments: string[] = [];
-    const own: string[] = [];
+    const names: string[] = [];
     let wildcards = 0;
     for (let i = 0; i < template.parts.length; ) {
       const variable = template.variables.find((v) => v.start === i);
       if (variable) {
-        own.push(variable.fieldPath.join("."));
+        names.push(variable.fieldPath.join("."));
         segments.push("\0");
         i = variable.end;
         continue;
@@ -212,19 +222,37 @@ class PathNames {
         segments.push(part.value);
       } else {
         // A bare wildcard binds no field; it is still a parameter of the path.
-        own.push(`wildcard${++wildcards}`);
+        names.push(`wildcard${++wildcards}`);
         segments.push("\0");
       }
       i++;
     }
     const verb = template.verb === undefined ? "" : `:${template.verb}`;
     const shape = "/" + segments.join("/") + verb;
-    const names = this.byShape.get(shape) ?? own;
-    this.byShape.set(shape, names);
-    let k = 0;
-    const path = "/" + segments.map((s) => (s === "\0" ? `{${names[k++]}}` : s)).join("/") + verb;
-    return { path, names };
+    const met = this.byShape.get(shape) ?? [];
+    this.byShape.set(shape, met);
+    const key = names.join("\n");
+    let variant = met.indexOf(key);
+    if (variant < 0) variant = met.push(key) - 1;
+    const render = (literals: string[]) => {
+      let k = 0;
+      return "/" + literals.map((s) => (s === "\0" ? `{${names[k++]}}` : s)).join("/") + verb;
+    };
+    return { path: render(encodeFirst(segments, variant, b.template)), names, plain: render(segments) };
   }
+}
+
+/** The literal segments with their first `count` characters (across segments, in order) percent-encoded. */
+function encodeFirst(segments: readonly string[], count: number, template: string): string[] {
+  let left = count;
+  const out = segments.map((s) => {
+    if (s === "\0" || left === 0) return s;
+    const take = Math.min(left, s.length);
+    left -= take;
+    return [...s.slice(0, take)].map((ch) => `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`).join("") + s.slice(take);
+  });
+  if (left > 0) throw new Error(`${template}: too many sets of variable names for one path shape`);
+  return out;
 }
 
 function describeOperation(b: RestBindingDescription, operationId: string, tag: string, names: string[], schemas: SchemaBuilder): Operation {
@@ -306,7 +334,7 @@ function pathParameter(name: string, key: string, fields: DescField[], multi: bo
   if (multi) {
     parts.push(
       `May contain \`/\`: the template variable of \`${template}\` spans several path segments (a uid such as \`<group>/<child>\`). ` +
-        "Send the slashes as they are; an encoded `%2F` stays part of the value.",
+        "Send the slashes as they are or encoded as `%2F` (as generated clients do): both mean `/`.",
     );
   }
   return { name, in: "path", required: true, description: parts.join(" "), schema: schemas.fieldValue(leaf) };

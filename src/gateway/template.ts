@@ -20,7 +20,11 @@ export interface TemplateVariable {
   start: number;
   /** One past the last part covered. */
   end: number;
-  /** True when the value may span several segments (then `%2F` is kept encoded, as the HTTP rule says). */
+  /**
+   * True when the value may span several segments. Its segments are joined with "/", and an encoded `%2F`
+   * within one is "/" too: OpenAPI-generated clients encode a path parameter's slashes, and the values these
+   * variables carry (uids) never contain "%" (google.api.http would keep `%2F` encoded; this server decodes it).
+   */
   multi: boolean;
 }
 
@@ -60,7 +64,6 @@ export class PathEncodingError extends Error {
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const literalChars = /^[^/{}*:=]+$/;
-const encodedSlash = /%2F/i;
 
 /** Parses a template such as `/registry/v2/repos/{repo_uid=**}/digests/{digest}/architectures`. */
 export function parseTemplate(source: string): PathTemplate {
@@ -172,15 +175,6 @@ function decodeSegment(segment: string): string {
   }
 }
 
-/** Decodes a segment of a multi-segment variable, leaving `%2F` encoded. */
-function decodeKeepingSlash(segment: string): string {
-  if (!segment.includes("%")) return segment;
-  return segment
-    .split(encodedSlash)
-    .map(decodeSegment)
-    .join("%2F");
-}
-
 /**
  * Matches a request path against a template. Returns the variable values keyed by dotted field path, or
  * undefined when the path does not match.
@@ -223,9 +217,7 @@ function variableValue(t: PathTemplate, v: TemplateVariable, path: RequestPath, 
   const from = requestStart(t, n, v.start);
   const to = requestEnd(t, n, v.end - 1);
   if (!v.multi) return path.decoded[from]!;
-  const out: string[] = [];
-  for (let j = from; j < to; j++) out.push(decodeKeepingSlash(path.raw[j]!));
-  return out.join("/");
+  return path.decoded.slice(from, to).join("/");
 }
 
 /** The request path with `:verb` removed from its last segment, or undefined when it does not end so. */

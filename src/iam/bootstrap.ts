@@ -1,11 +1,15 @@
 // Bootstrap: a root organization owned by a given (issuer, subject), for a fresh installation. Idempotent:
-// running it again with the same arguments returns what the first run created.
+// running it again with the same arguments returns what the first run created. The operator may also record
+// the owner's verified email and mark the organization verified (the one thing only the operator may set:
+// LookupGroup shows a verified organization to people whose verified email's domain is its name); a rerun
+// with these applies them to what exists.
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { Db } from "../db/client.js";
 import { groups, identities, roleBindings } from "../db/schema/index.js";
 import { newChildUid, newRootUid } from "../kernel/uidp.js";
 import { ensureManagedRoles, managedRole } from "./managed-roles.js";
+import { personUidOf } from "./person-uid.js";
 
 export interface BootstrapOptions {
   issuer: string;
@@ -14,6 +18,10 @@ export interface BootstrapOptions {
   organization: string;
   /** Name of the owner identity. */
   identityName?: string;
+  /** The owner's email, as verified by the operator (recorded as the identity's verified email). */
+  email?: string;
+  /** Marks the organization verified: LookupGroup shows it to people whose verified email's domain is its name. */
+  verified?: boolean;
 }
 
 export interface BootstrapResult {
@@ -34,6 +42,9 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
       .from(identities)
       .where(and(isNull(identities.parentUid), eq(identities.issuer, opts.issuer), eq(identities.subject, opts.subject)));
     if (identity) {
+      if (opts.email !== undefined) {
+        await tx.update(identities).set({ email: opts.email, updateTime: sql`now()` }).where(eq(identities.uid, identity.uid));
+      }
       const [existing] = await tx
         .select({ group: groups.uid, binding: roleBindings.uid })
         .from(roleBindings)
@@ -46,13 +57,18 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
             eq(groups.name, opts.organization),
           ),
         );
-      if (existing) return { group: existing.group, identity: identity.uid, roleBinding: existing.binding, created: false };
+      if (existing) {
+        if (opts.verified) await tx.update(groups).set({ verified: true, updateTime: sql`now()` }).where(eq(groups.uid, existing.group));
+        return { group: existing.group, identity: identity.uid, roleBinding: existing.binding, created: false };
+      }
     } else {
-      identity = { uid: newRootUid() };
+      // The person's uid, the one LookupIdentity answered for this pair before it existed.
+      identity = { uid: personUidOf(opts.issuer, opts.subject) };
       await tx.insert(identities).values({
         uid: identity.uid,
         parentUid: null,
         name: opts.identityName ?? "owner",
+        email: opts.email ?? "",
         relationship: { claimMatch: { issuer: opts.issuer, subject: opts.subject } },
         relationshipType: RelationshipType.CLAIM_MATCH,
         issuer: opts.issuer,
@@ -60,7 +76,7 @@ export async function bootstrap(db: Db, opts: BootstrapOptions): Promise<Bootstr
       });
     }
     const group = newRootUid();
-    await tx.insert(groups).values({ uid: group, parentUid: null, name: opts.organization });
+    await tx.insert(groups).values({ uid: group, parentUid: null, name: opts.organization, verified: opts.verified ?? false });
     const binding = newChildUid(group);
     await tx.insert(roleBindings).values({ uid: binding, groupUid: group, identityUid: identity.uid, roleUid: owner.uid });
     return { group, identity: identity.uid, roleBinding: binding, created: true };

@@ -2,11 +2,12 @@
 // GroupsService), and the list the group's owners read (apiserver.iam.v1.GroupAccessRequestsService).
 //
 // Who may ask: an eligible caller, i.e. a root-level identity (a person, as CheckEligibility says; an
-// identity created under a group is confined to it and can never use access elsewhere). Any existing group
-// may be asked for, by its uid: that is the point. What this reveals to the asker is only that a group with
-// that uid exists (NOT_FOUND otherwise); nothing about it is returned. Uids are random, so this is no
-// directory of groups. A caller who already holds a binding on the group (or an ancestor) is told so
-// (FAILED_PRECONDITION), which reveals nothing it cannot read already.
+// identity created under a group is confined to it and can never use access elsewhere). Any existing
+// organization (root group) may be asked for, by its uid: that is the point; a sub-group is NOT_FOUND, as
+// an unknown uid is, whoever asks. What this reveals to the asker is only that an organization with that
+// uid exists; nothing about it is returned. Uids are random, so this is no directory of groups. A caller who
+// already holds a binding on the organization is told so (FAILED_PRECONDITION), which reveals nothing it
+// cannot read already.
 //
 // A request is recorded (group_access_requests) and evented (dev.chainguard.api.iam.group_access.requested.v1,
 // subject and group: the group asked for, actor: the requester), so the group's subscribers hear it. A repeat
@@ -33,7 +34,7 @@ import { accessOf, isUnrestricted, requireUnrestricted, type Principal } from ".
 import { failedPrecondition, invalidArgument, notFound, permissionDenied, resourceExhausted } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { isValidUid } from "../kernel/uidp.js";
+import { isRootUid, isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { toGroupAccessRequest } from "./group-access.mapper.js";
 import { createGroupAccessStore } from "./group-access.store.js";
@@ -79,7 +80,8 @@ export function groupAccessMethods(deps: DomainDeps): {
         );
       }
       const store = requests(ctx);
-      if (!(await store.groupExists(req.groupUid))) throw notFound(GroupSchema.typeName, req.groupUid);
+      // Access is asked of an organization: a sub-group is answered as a group that does not exist.
+      if (!isRootUid(req.groupUid) || !(await store.groupExists(req.groupUid))) throw notFound(GroupSchema.typeName, req.groupUid);
       if (await store.hasBindingOn(principal.identityUid, req.groupUid)) {
         throw failedPrecondition(
           { type: "ALREADY_GRANTED", subject: req.groupUid, description: "the caller already holds a role binding on this group or one above it" },

@@ -74,13 +74,12 @@ export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
     },
 
     async lookupGroup(_req, ctx) {
+      // The verified organization named after the caller's email domain. The email is the person's verified
+      // one (a root-level identity's; an identity created under a group is confined to it). Every other case
+      // (not a person, no verified email, no such organization, or one not verified) is the same NOT_FOUND.
       const { principal } = accessOf(ctx);
-      const store = groups(ctx);
-      const home = principal.homeGroup ?? (await store.oldestBindingGroup(principal.identityUid))?.split("/")[0];
-      const row = home === undefined ? undefined : await store.find(home);
-      if (!row) {
-        throw notFound(GroupSchema.typeName, home ?? "", "The caller has no group: it was not created under one and holds no role binding");
-      }
+      const row = principal.homeGroup === undefined ? await groups(ctx).verifiedOrganizationOf(principal.identityUid) : undefined;
+      if (!row) throw notFound(GroupSchema.typeName, "", "No verified organization is named after the domain of the caller's verified email");
       return create(LookupGroupResponseSchema, { group: toGroup(row) });
     },
 

@@ -2,10 +2,10 @@
 // ON DELETE RESTRICT, so a delete racing a create under the same group ends one way or the other, never with
 // an orphan (the insert's foreign-key check takes a KEY SHARE lock on the parent row; the delete needs the
 // row exclusively, and its RESTRICT check sees children committed before it got the row).
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { groups, roleBindings, type GroupFields, type GroupRow } from "../db/schema/index.js";
+import { groups, identities, roleBindings, type GroupFields, type GroupRow } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
@@ -45,6 +45,13 @@ const groupOrderColumns = {
   update_time: groups.updateTime,
 } as const;
 
+/** The domain of an email address (after its last "@"), lowercased; undefined when there is none. */
+export function emailDomainOf(email: string): string | undefined {
+  const at = email.lastIndexOf("@");
+  const domain = at < 0 ? "" : email.slice(at + 1).toLowerCase();
+  return domain === "" ? undefined : domain;
+}
+
 export function createGroupStore(db: Executor) {
   const base = resourceStore(db, {
     table: groups,
@@ -82,15 +89,25 @@ export function createGroupStore(db: Executor) {
       return listPage(db, { table: groups, where, orderColumns: groupOrderColumns, plan });
     },
 
-    /** The group of the identity's oldest role binding, or undefined when it has none. */
-    async oldestBindingGroup(identityUid: string): Promise<string | undefined> {
+    /**
+     * The verified organization (root group) named after the domain of the person's verified email (names
+     * compared case-insensitively; the oldest when several are), or undefined: also when `identityUid` is not
+     * a person (a root-level identity) or has no verified email.
+     */
+    async verifiedOrganizationOf(identityUid: string): Promise<GroupRow | undefined> {
+      const [person] = await db
+        .select({ email: identities.email })
+        .from(identities)
+        .where(and(eq(identities.uid, identityUid), isNull(identities.parentUid)));
+      const domain = emailDomainOf(person?.email ?? "");
+      if (domain === undefined) return undefined;
       const [row] = await db
-        .select({ groupUid: roleBindings.groupUid })
-        .from(roleBindings)
-        .where(eq(roleBindings.identityUid, identityUid))
-        .orderBy(asc(roleBindings.createTime), asc(roleBindings.uid))
+        .select()
+        .from(groups)
+        .where(and(isNull(groups.parentUid), eq(groups.verified, true), sql`lower(${groups.name}) = ${domain}`))
+        .orderBy(asc(groups.createTime), asc(groups.uid))
         .limit(1);
-      return row?.groupUid;
+      return row;
     },
   };
 }

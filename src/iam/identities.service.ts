@@ -11,14 +11,16 @@ import {
   LookupIdentityResponseSchema,
   RelationshipTypeSchema,
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { accessOf, listScopesOf } from "../kernel/auth/index.js";
-import { type FieldViolation, invalidArgument, notFound, throwIfAny, under } from "../kernel/errors/index.js";
+import { type FieldViolation, invalidArgument, throwIfAny, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { defineUpdate, updateUnderLock } from "../kernel/update.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { identityFields, identityMetadataFields, toIdentity, toIdentityMetadata } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
+import { personUidOf } from "./person-uid.js";
 import { identityMetadataViolations, identityViolations, MAX_CLAIM_VALUE_LENGTH, parentDepthViolations } from "./validate.js";
 
 export const identityList = defineListSpec({
@@ -78,11 +80,13 @@ export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
 
     async lookupIdentity(req, ctx) {
       throwIfAny([...requiredText("issuer", req.issuer), ...requiredText("subject", req.subject)]);
-      const scopes = await listScopesOf(ctx);
-      const uid = await identities(ctx).lookup(req.issuer, req.subject, { scopes, self: accessOf(ctx).principal.identityUid });
-      // The same answer whether no identity matches or the caller may not see the one that does.
-      if (!uid) throw notFound(IdentitySchema.typeName, `${req.issuer} ${req.subject}`, "No identity visible to the caller has this issuer and subject");
-      return create(LookupIdentityResponseSchema, { uid });
+      // Any authenticated caller may ask; what it finds is limited to what it may see (identities.store.ts).
+      const access = accessOf(ctx);
+      const scopes = await access.visibleScopes([Capability.CAP_IAM_IDENTITY_LIST]);
+      const found = await identities(ctx).lookup(req.issuer, req.subject, { scopes, self: access.principal.identityUid });
+      // Nothing it may see matches: the uid the person of this pair gets when registered, the same answer
+      // whether no identity matches or the caller may not see the one that does.
+      return create(LookupIdentityResponseSchema, { uid: found ?? personUidOf(req.issuer, req.subject) });
     },
 
     async updateIdentityMetadata(req, ctx) {

@@ -108,11 +108,13 @@ export function createIdentityStore(db: Executor) {
     },
 
     /**
-     * The uid of a claim-match identity with exactly this issuer and subject that the caller may see: one
-     * within `scopes`, or the caller itself (preferred when several match). Undefined otherwise.
+     * The uid of a claim-match identity with exactly this issuer and subject that the caller may see, in this
+     * order: the caller itself, the person (the root-level identity: anyone may resolve a person), one within
+     * `scopes`. Undefined otherwise.
      */
     async lookup(issuer: string, subject: string, visibleTo: { scopes: readonly string[]; self: string }): Promise<string | undefined> {
       const isSelf = sql`${identities.uid} = ${visibleTo.self}`;
+      const isPerson = sql`${identities.parentUid} is null`;
       const [row] = await db
         .select({ uid: identities.uid })
         .from(identities)
@@ -121,10 +123,10 @@ export function createIdentityStore(db: Executor) {
             eq(identities.issuer, issuer),
             eq(identities.subject, subject),
             eq(identities.relationshipType, RelationshipType.CLAIM_MATCH),
-            sql`(${isSelf} or ${scopePredicate(identities.uid, visibleTo.scopes)})`,
+            sql`(${isSelf} or ${isPerson} or ${scopePredicate(identities.uid, visibleTo.scopes)})`,
           ),
         )
-        .orderBy(desc(isSelf), identities.uid)
+        .orderBy(desc(isSelf), desc(isPerson), identities.uid)
         .limit(1);
       return row?.uid;
     },

@@ -1,8 +1,8 @@
 // What a role binding may name, checked from the uids alone (pure: no database).
 //
 // Decisions:
-// - The identity must be one the caller can see: a root-level identity (a person: no '/'; its uid is a
-//   random 160-bit value that the person hands over to be added, as with an invite), or one that lives
+// - The identity must be one the caller can see: a root-level identity (a person: no '/'; its uid is
+//   derived from its issuer and subject, which LookupIdentity resolves for any caller), or one that lives
 //   inside the same organization (root group) as the group of the binding and within the caller's scopes
 //   for CAP_IAM_IDENTITY_LIST. Anything else, an identity of another organization included, gets the very
 //   answer a uid naming nothing gets: NOT_FOUND naming that uid as an Identity, so a caller cannot tell a

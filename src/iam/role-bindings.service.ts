@@ -11,8 +11,10 @@
 //   role) is ALREADY_EXISTS and leaves nothing behind.
 // - Only identities the caller can see are bound (role-bindings.rules.ts): one of another organization is
 //   answered as a uid naming nothing.
-// - Batch: 1 to 25 requests; each inner parent empty or equal to the outer one; an inner role_uid defaults
-//   to the outer role_uid. All violations of all items are reported at once, with the item in the path.
+// - Batch: 1 to 25 requests; each inner parent empty or equal to the outer one; when the outer role_uid is
+//   set, each inner role_uid is empty (it inherits the outer one) or equal to it, and a different one is
+//   INVALID_ARGUMENT (AIP-233 conflict), never a binding of the other role. All violations of all items are
+//   reported at once, with the item in the path.
 // - UpdateRoleBinding may change identity_uid and role_uid, under the same checks as a create.
 // - Get/Update/Delete of a uid without a group part answer NOT_FOUND (no binding lives at the root).
 import { create } from "@bufbuild/protobuf";
@@ -107,10 +109,17 @@ export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
       if (req.requests.length > MAX_BATCH) {
         throw invalidArgument({ field: "requests", description: `at most ${MAX_BATCH} requests are allowed, got ${req.requests.length}` });
       }
-      const parents = req.requests.flatMap((r, i): FieldViolation[] =>
-        r.parent === "" || r.parent === req.parent ? [] : [{ field: `requests[${i}].parent`, description: "must be empty or equal to parent" }],
-      );
-      throwIfAny(parents);
+      // An item may leave parent and role_uid to the batch, or repeat them; naming others is a conflict (AIP-233).
+      const conflicts = req.requests.flatMap((r, i): FieldViolation[] => {
+        const out: FieldViolation[] = [];
+        if (r.parent !== "" && r.parent !== req.parent) out.push({ field: `requests[${i}].parent`, description: "must be empty or equal to parent" });
+        const role = r.roleBinding?.roleUid ?? "";
+        if (req.roleUid !== "" && role !== "" && role !== req.roleUid) {
+          out.push({ field: `requests[${i}].role_binding.role_uid`, description: `must be empty or equal to role_uid ${JSON.stringify(req.roleUid)}` });
+        }
+        return out;
+      });
+      throwIfAny(conflicts);
       const targets = req.requests.map((r, i) => ({
         identityUid: r.roleBinding?.identityUid ?? "",
         roleUid: r.roleBinding?.roleUid || req.roleUid,

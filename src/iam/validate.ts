@@ -73,6 +73,11 @@ export function groupViolations(group: Group, only?: Only): FieldViolation[] {
   if (checks(only, "kind") && !OrgKindSchema.values.some((v) => v.number === group.kind)) {
     out.push({ field: "kind", description: `${group.kind} is not an OrgKind value` });
   }
+  // LookupGroup points people at the verified organization named after their email domain: only the
+  // server's operator vouches for that (npm run bootstrap -- --verified). A caller may clear the mark.
+  if (checks(only, "verified") && group.verified) {
+    out.push({ field: "verified", description: "can be set only by the server's operator (npm run bootstrap -- --verified); it may be cleared" });
+  }
   return out;
 }
 

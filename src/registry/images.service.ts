@@ -2,16 +2,16 @@
 // interceptor (CAP_REPO_LIST and CAP_MANIFEST_METADATA_LIST on the repo's group) before they run.
 //
 // Decisions:
-// - GetArchitectures answers the platforms ("os/arch[/variant]") a digest provides: an index's children in
-//   index order (attestation entries, "unknown/unknown", skipped), an image manifest's own platform (none
-//   when the import could not read it).
-// - GetSize answers the config + layers size of one image manifest, and names its platform in
+// - GetArchitectures answers the architectures a digest provides, named as the published SDK names them
+//   ("amd64", "arm64", "arm/v7": images.mapper.ts architectureName; the import stores "linux/amd64"): an
+//   index's children in index order (attestation entries, "unknown/unknown", skipped), an image manifest's
+//   own (none when the import could not read its platform).
+// - GetSize answers the config + layers size of one image manifest, and names its architecture so in
 //   `architecture`. For an image manifest that is the manifest itself (an `architecture` that contradicts
-//   its platform is NOT_FOUND). For an index, `architecture` selects the child: "amd64", "linux/amd64" or
-//   "linux/arm/v7" (see images.mapper.ts). Without one, an index of a single platform answers for it, and an
-//   index of several is INVALID_ARGUMENT on `architecture` listing the choices: summing them would describe no
-//   image anyone pulls, and picking one silently would be a guess. A selection matching several platforms
-//   ("arm" for v6 and v7) is INVALID_ARGUMENT the same way.
+//   its platform is NOT_FOUND). For an index, `architecture` selects the child, as GetArchitectures names it
+//   ("amd64", "arm/v7") or as a platform ("linux/amd64", "linux/arm/v7"); without one, "amd64", as the
+//   published proto says (an index that provides none is NOT_FOUND naming what it provides). A selection
+//   matching several platforms ("arm" for v6 and v7) is INVALID_ARGUMENT on `architecture` listing them.
 // - A missing repo is NOT_FOUND naming the repo; a digest the repo does not hold (or an index child it does
 //   not hold) is NOT_FOUND naming `<repo uid>@<digest>`. A malformed digest is INVALID_ARGUMENT on `digest`.
 import { create } from "@bufbuild/protobuf";
@@ -21,27 +21,25 @@ import { failedPrecondition, invalidArgument, notFound, throwIfAny } from "../ke
 import type { ManifestRow } from "../db/schema/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
-import { ARCHITECTURE_PATTERN, architecturesOf, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
+import { ARCHITECTURE_PATTERN, architectureName, architecturesOf, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
 import { createManifestStore, MANIFEST_TYPE } from "./images.store.js";
 import { digestViolations } from "./tags.mapper.js";
 
 
 const listed = (entries: readonly PlatformEntry[]) => architecturesOf(entries).join(", ") || "none";
 
-/** The one entry `architecture` (possibly empty) selects among what the manifest provides. */
-function choose(m: ManifestRow, entries: readonly PlatformEntry[], architecture: string, name: string): PlatformEntry | undefined {
-  if (architecture === "") {
+/** The architecture GetSize answers for when none is asked (the published proto's default). */
+export const DEFAULT_ARCHITECTURE = "amd64";
+
+/** The one entry `requested` (possibly empty) selects among what the manifest provides. */
+function choose(m: ManifestRow, entries: readonly PlatformEntry[], requested: string, name: string): PlatformEntry | undefined {
+  if (requested === "") {
     if (!m.isIndex) return entries[0];
-    const digests = new Set(entries.map((e) => e.digest));
-    if (digests.size === 1) return entries[0];
-    if (digests.size === 0) {
+    if (entries.length === 0) {
       throw failedPrecondition({ type: "NO_PLATFORM_IMAGES", subject: name, description: `the index ${name} lists no platform images` });
     }
-    throw invalidArgument({
-      field: "architecture",
-      description: `is required for an index of several platforms; ${name} provides ${listed(entries)}`,
-    });
   }
+  const architecture = requested || DEFAULT_ARCHITECTURE;
   if (!m.isIndex && entries.length === 0) return undefined; // platform unknown: the manifest is the only answer
   const selected = selectPlatform(entries, architecture);
   const digests = new Set(selected.map((e) => e.digest));
@@ -70,7 +68,10 @@ export function imagesBindings(deps: DomainDeps): ServiceBinding[] {
     async getSize(req, ctx) {
       const violations = digestViolations(req.digest);
       if (req.architecture !== "" && !ARCHITECTURE_PATTERN.test(req.architecture)) {
-        violations.push({ field: "architecture", description: 'must be "<arch>", "<os>/<arch>" or "<os>/<arch>/<variant>", for example "amd64" or "linux/arm64"' });
+        violations.push({
+          field: "architecture",
+          description: 'must be an architecture as GetArchitectures names it ("amd64", "arm/v7") or a platform ("linux/arm64", "linux/arm/v7")',
+        });
       }
       throwIfAny(violations);
       const store = manifests(ctx);
@@ -86,7 +87,8 @@ export function imagesBindings(deps: DomainDeps): ServiceBinding[] {
           description: image.isIndex ? `${what} is a nested index; its size is not recorded` : `the size of ${what} is not recorded`,
         });
       }
-      return create(SizeSchema, { size: image.size, architecture: entry?.platform ?? image.platform ?? "" });
+      const platform = entry?.platform ?? platformEntries(image)[0]?.platform;
+      return create(SizeSchema, { size: image.size, architecture: platform ? architectureName(platform) : "" });
     },
   };
 

@@ -118,7 +118,7 @@ const table: Record<string, Row> = {
     allowed: Code.NotFound,
   },
   "IdentitiesService.ListIdentities": { request: (w) => ({ uidp: { descendantsOf: w.team } }), allowed: "OK" },
-  "IdentitiesService.LookupIdentity": { request: () => ({ issuer: "https://issuer.test", subject: "nobody" }), allowed: Code.NotFound },
+  "IdentitiesService.LookupIdentity": { request: () => ({ issuer: "https://issuer.test", subject: "nobody" }), allowed: "OK" },
   "IdentitiesService.UpdateIdentityMetadata": {
     request: () => ({ identityMetadata: { company: "matrix" }, updateMask: { paths: ["company"] } }),
     allowed: "OK",

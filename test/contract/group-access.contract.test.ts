@@ -1,5 +1,5 @@
 // Requests for access to a group over every protocol: GroupsService.RequestGroupAccess (who may ask, what an
-// unknown group reveals, the repeat window with its RetryInfo, a caller who has access already, the record
+// unknown group or a sub-group reveals, the repeat window with its RetryInfo, a caller who has access already, the record
 // and its event), and the owners' list apiserver.iam.v1.GroupAccessRequestsService.ListGroupAccessRequests
 // (pending only, the group and beneath it, authorization), with approval by a role binding end to end.
 import { Code } from "@connectrpc/connect";
@@ -23,6 +23,8 @@ const HOUR_MS = 3_600_000;
 let server: TestServer;
 /** Requests are made in this one. */
 let world: World;
+/** Another organization requests are made for. */
+let spare: World;
 /** Requests inserted, none ever made: list results are exact. */
 let quiet: World;
 const q = { a: "", b: "", c: "", approved: "" };
@@ -41,6 +43,7 @@ async function insertRequest(group: string, identityUid: string, at: Date): Prom
 beforeAll(async () => {
   server = await startTestServer();
   world = await seedWorld(server, "acme");
+  spare = await seedWorld(server, "spare");
   quiet = await seedWorld(server, "quiet");
   const day = (d: number) => new Date(Date.UTC(2024, 0, d));
   const [a, b, c, approved] = await Promise.all([person("alice", "alice@example.com"), person("bob"), person("carol"), person("dave")]);
@@ -86,28 +89,35 @@ runContractCases("RequestGroupAccess: refusals", base, [
   contractCase({
     name: "an identity created under a group is not eligible",
     method: GroupsService.method.requestGroupAccess,
-    request: () => ({ groupUid: world.other }),
+    request: () => ({ groupUid: spare.org }),
     headers: () => world.auth("confined"),
     error: { code: Code.PermissionDenied, reason: "NOT_ELIGIBLE" },
   }),
   contractCase({
     name: "a caller bound on the group already: FAILED_PRECONDITION",
     method: GroupsService.method.requestGroupAccess,
-    request: () => ({ groupUid: world.team }),
-    headers: () => world.auth("teamViewer"),
+    request: () => ({ groupUid: world.org }),
+    headers: () => world.auth("viewer"),
     error: { code: Code.FailedPrecondition, reason: "ACCESS_ALREADY_GRANTED", details: [{ schema: PreconditionFailureSchema, value: { violations: [{ type: "ALREADY_GRANTED" }] } }] },
   }),
   contractCase({
-    name: "a caller bound on an ancestor already: FAILED_PRECONDITION",
+    name: "a sub-group: NOT_FOUND, as a group that does not exist (access is asked of an organization)",
     method: GroupsService.method.requestGroupAccess,
     request: () => ({ groupUid: world.team }),
-    headers: () => world.auth("owner"),
-    error: { code: Code.FailedPrecondition, reason: "ACCESS_ALREADY_GRANTED" },
+    headers: () => world.auth("stranger"),
+    error: { code: Code.NotFound, details: [{ schema: ResourceInfoSchema, value: { resourceType: GROUP, resourceName: expect.stringMatching(/^[0-9a-f]{40}\/[0-9a-f]{16}$/) } }] },
+  }),
+  contractCase({
+    name: "a sub-group, to a caller bound on it: the same NOT_FOUND",
+    method: GroupsService.method.requestGroupAccess,
+    request: () => ({ groupUid: world.team }),
+    headers: () => world.auth("teamViewer"),
+    error: { code: Code.NotFound, details: [{ schema: ResourceInfoSchema, value: { resourceType: GROUP } }] },
   }),
   contractCase({
     name: "no token: UNAUTHENTICATED",
     method: GroupsService.method.requestGroupAccess,
-    request: () => ({ groupUid: world.team }),
+    request: () => ({ groupUid: world.org }),
     error: { code: Code.Unauthenticated },
   }),
 ]);
@@ -116,17 +126,17 @@ describe.each(protocols)("RequestGroupAccess [%s]", (protocol: Protocol) => {
   it("a person asks for a group they cannot see: recorded and evented; a repeat within the window is RESOURCE_EXHAUSTED", async () => {
     const me = await person(`asker-${protocol}`);
     const { db } = server.database;
-    const first = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.team }, me.auth);
+    const first = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.org }, me.auth);
     expect(first.error?.message).toBeUndefined();
 
     const [row] = await db.select().from(groupAccessRequests).where(eq(groupAccessRequests.identityUid, me.uid));
-    expect(row).toMatchObject({ groupUid: world.team });
-    expect(row!.uid.startsWith(world.team + "/")).toBe(true);
+    expect(row).toMatchObject({ groupUid: world.org });
+    expect(row!.uid.startsWith(world.org + "/")).toBe(true);
     const events = await db.select().from(outboxEvents).where(and(eq(outboxEvents.actor, me.uid), eq(outboxEvents.type, "dev.chainguard.api.iam.group_access.requested.v1")));
     expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ subject: world.team, groupUid: world.team, body: { groupUid: world.team } });
+    expect(events[0]).toMatchObject({ subject: world.org, groupUid: world.org, body: { groupUid: world.org } });
 
-    const again = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.team }, me.auth);
+    const again = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.org }, me.auth);
     expect(again.error?.code).toBe(Code.ResourceExhausted);
     expect(detail(again.error!, ErrorInfoSchema)?.reason).toBe("ACCESS_ALREADY_REQUESTED");
     const retry = detail(again.error!, RetryInfoSchema);
@@ -139,20 +149,20 @@ describe.each(protocols)("RequestGroupAccess [%s]", (protocol: Protocol) => {
     expect(await db.select().from(outboxEvents).where(eq(outboxEvents.actor, me.uid))).toHaveLength(1);
 
     // Another group is another request.
-    const other = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.other }, me.auth);
+    const other = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: spare.org }, me.auth);
     expect(other.error?.message).toBeUndefined();
   });
 
   it("after the window, a repeat renews the request (its first time kept) and is evented again", async () => {
     const me = await person(`renewer-${protocol}`);
     const { db } = server.database;
-    expect((await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.other }, me.auth)).error).toBeUndefined();
+    expect((await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: spare.org }, me.auth)).error).toBeUndefined();
     const old = new Date(Date.now() - 2 * HOUR_MS);
     await db
       .update(groupAccessRequests)
       .set({ createTime: old, requestTime: old })
       .where(eq(groupAccessRequests.identityUid, me.uid));
-    const again = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.other }, me.auth);
+    const again = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: spare.org }, me.auth);
     expect(again.error?.message).toBeUndefined();
     const rows = await db.select().from(groupAccessRequests).where(eq(groupAccessRequests.identityUid, me.uid));
     expect(rows).toHaveLength(1);
@@ -163,14 +173,14 @@ describe.each(protocols)("RequestGroupAccess [%s]", (protocol: Protocol) => {
 
   it("approval: the owner sees the request, binds a role, and the request is no longer pending", async () => {
     const me = await person(`joiner-${protocol}`, `joiner-${protocol}@example.com`);
-    expect((await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.team }, me.auth)).error).toBeUndefined();
+    expect((await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.org }, me.auth)).error).toBeUndefined();
     const pending = async () => {
-      const out = await call(protocol, base(), GroupAccessRequestsService.method.listGroupAccessRequests, { group: world.team, pageSize: 200 }, world.auth("owner"));
+      const out = await call(protocol, base(), GroupAccessRequestsService.method.listGroupAccessRequests, { group: world.org, pageSize: 200 }, world.auth("owner"));
       expect(out.error?.message).toBeUndefined();
       return out.message!.groupAccessRequests.filter((r) => r.identityUid === me.uid);
     };
     const [listed] = await pending();
-    expect(listed).toMatchObject({ groupUid: world.team, identityName: `joiner-${protocol}`, identityEmail: `joiner-${protocol}@example.com` });
+    expect(listed).toMatchObject({ groupUid: world.org, identityName: `joiner-${protocol}`, identityEmail: `joiner-${protocol}@example.com` });
 
     const bound = await call(
       protocol,
@@ -182,7 +192,7 @@ describe.each(protocols)("RequestGroupAccess [%s]", (protocol: Protocol) => {
     expect(bound.error?.message).toBeUndefined();
     expect(await pending()).toEqual([]);
     // The requester now has access, and asking again says so.
-    const repeat = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.team }, me.auth);
+    const repeat = await call(protocol, base(), GroupsService.method.requestGroupAccess, { groupUid: world.org }, me.auth);
     expect(repeat.error?.code).toBe(Code.FailedPrecondition);
     const got = await call(protocol, base(), GroupsService.method.getGroup, { uid: world.team }, me.auth);
     expect(got.message?.uid).toBe(world.team);
@@ -269,7 +279,7 @@ describe.skipIf(!process.env.DATABASE_URL)("concurrent repeats (PostgreSQL)", ()
   it("eight requests at once for one group: one is recorded and evented, the others are RESOURCE_EXHAUSTED", async () => {
     const me = await person("eager");
     const outs = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => call(protocols[i % protocols.length]!, base(), GroupsService.method.requestGroupAccess, { groupUid: world.other }, me.auth)),
+      Array.from({ length: 8 }, (_, i) => call(protocols[i % protocols.length]!, base(), GroupsService.method.requestGroupAccess, { groupUid: spare.org }, me.auth)),
     );
     const codes = outs.map((o) => (o.error ? Code[o.error.code] : "OK")).sort();
     expect(codes).toEqual(["OK", ...Array<string>(7).fill("ResourceExhausted")].sort());

@@ -14,7 +14,7 @@ import { managedRole } from "../../src/iam/managed-roles.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
-import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 const GROUP = "chainguard.platform.iam.v2.Group";
 const HEX16 = /^[0-9a-f]{16}$/;
@@ -26,6 +26,8 @@ let world: World;
 let quiet: World;
 /** A root-level identity with no bindings, for LookupGroup's NOT_FOUND. */
 let loner: { uid: string; auth: Record<string, string> };
+/** LookupGroup: organizations named after email domains, and callers with such emails. */
+const lk = { verifiedOrg: "", auth: {} as Record<"alice" | "bob" | "carol" | "eve" | "confined", Record<string, string>> };
 /** Fixtures under world.org. */
 const fx = {
   /** Has a child group. */ withChild: "",
@@ -43,13 +45,14 @@ async function insertGroup(parent: string | null, name: string, extra: Partial<t
   return uid;
 }
 
-async function insertIdentity(parent: string | null, name: string): Promise<string> {
+async function insertIdentity(parent: string | null, name: string, emails: { email?: string; emailUnverified?: string } = {}): Promise<string> {
   const uid = parent ? newChildUid(parent) : newRootUid();
   const subject = `subject-${uid}`;
   await server.database.db.insert(identities).values({
     uid,
     parentUid: parent,
     name,
+    ...emails,
     relationship: { claimMatch: { issuer: "https://issuer.test", subject } },
     relationshipType: RelationshipType.CLAIM_MATCH,
     issuer: "https://issuer.test",
@@ -75,6 +78,20 @@ beforeAll(async () => {
   quiet = await seedWorld(server, "quiet");
   const lonerUid = await insertIdentity(null, "loner");
   loner = { uid: lonerUid, auth: { authorization: `Bearer ${await server.token(lonerUid)}` } };
+
+  // An older unverified organization of the same name, an unverified one, a verified sub-group.
+  await insertGroup(null, "lookup-verified.test");
+  lk.verifiedOrg = await insertGroup(null, "lookup-verified.test", { verified: true });
+  await insertGroup(null, "lookup-unverified.test");
+  await insertGroup(world.org, "lookup-sub.test", { verified: true });
+  const people = {
+    alice: await insertIdentity(null, "alice", { email: "Alice@Lookup-Verified.TEST" }),
+    bob: await insertIdentity(null, "bob", { email: "bob@lookup-unverified.test" }),
+    carol: await insertIdentity(null, "carol", { email: "carol@lookup-sub.test" }),
+    eve: await insertIdentity(null, "eve", { emailUnverified: "eve@lookup-verified.test" }),
+    confined: await insertIdentity(world.team, "confined", { email: "confined@lookup-verified.test" }),
+  };
+  for (const [k, uid] of Object.entries(people)) lk.auth[k as keyof typeof people] = { authorization: `Bearer ${await server.token(uid)}` };
 
   fx.withChild = await insertGroup(world.org, "with-child");
   fx.child = await insertGroup(fx.withChild, "child");
@@ -310,6 +327,13 @@ describe.each(protocols)("ListGroups paging [%s]", (protocol: Protocol) => {
 // ---------------------------------------------------------------------------------------------------------
 runContractCases("CreateGroup", base, [
   contractCase({
+    name: "verified: INVALID_ARGUMENT (only the operator marks an organization verified)",
+    method: GroupsService.method.createGroup,
+    request: () => ({ parent: world.org, group: { name: "self-verified", verified: true } }),
+    headers: () => world.auth("owner"),
+    error: { code: Code.InvalidArgument, details: [{ schema: BadRequestSchema, value: { fieldViolations: [{ field: "group.verified" }] } }] },
+  }),
+  contractCase({
     name: "owner creates a sub-group; output-only fields in the request are ignored",
     method: GroupsService.method.createGroup,
     request: () => ({
@@ -442,8 +466,6 @@ describe.each(protocols.filter((p) => p !== "rest"))("CreateGroup: a new organiz
     expect(got.message?.uid).toBe(org.uid);
     const sub = await call(protocol, base(), GroupsService.method.createGroup, { parent: org.uid, group: { name: "first team" } }, auth);
     expect(sub.message?.uid.startsWith(org.uid + "/")).toBe(true);
-    const lookup = await call(protocol, base(), GroupsService.method.lookupGroup, {}, auth);
-    expect(lookup.message?.group?.uid).toBe(org.uid);
     // Others see nothing of it.
     const peek = await call(protocol, base(), GroupsService.method.getGroup, { uid: org.uid }, world.auth("owner"));
     expect(peek.error?.code).toBe(Code.PermissionDenied);
@@ -471,12 +493,25 @@ describe.each(protocols)("UpdateGroup [%s]", (protocol: Protocol) => {
 
   it("without a mask, only the fields present change; output-only fields are ignored", async () => {
     const before = (await call(protocol, base(), GroupsService.method.getGroup, { uid: fx.target }, world.auth("owner"))).message!;
-    const out = await update({ group: { uid: fx.target, verified: true, status: OrgStatus.SUSPENDED, createTime: { seconds: 5n } } });
+    const out = await update({ group: { uid: fx.target, kind: OrgKind.INFRA, status: OrgStatus.SUSPENDED, createTime: { seconds: 5n } } });
     expect(out.error, out.error?.message).toBeUndefined();
-    expect(out.message).toMatchObject({ name: before.name, description: before.description, kind: before.kind, verified: true, status: OrgStatus.READY });
+    expect(out.message).toMatchObject({ name: before.name, description: before.description, kind: OrgKind.INFRA, verified: false, status: OrgStatus.READY });
     expect(out.message!.createTime).toEqual(before.createTime);
     // Put it back for the next protocol.
-    await update({ group: { uid: fx.target, verified: false }, updateMask: { paths: ["verified"] } });
+    await update({ group: { uid: fx.target, kind: before.kind }, updateMask: { paths: ["kind"] } });
+  });
+
+  it("verified cannot be set by a caller, with a mask or without, and changes nothing; it can be cleared", async () => {
+    const before = (await call(protocol, base(), GroupsService.method.getGroup, { uid: fx.target }, world.auth("owner"))).message!;
+    for (const request of [{ group: { uid: fx.target, verified: true } }, { group: { uid: fx.target, verified: true, description: "x" }, updateMask: { paths: ["verified", "description"] } }]) {
+      const out = await update(request);
+      expect(out.error?.code).toBe(Code.InvalidArgument);
+      expect(detail(out.error!, BadRequestSchema)?.fieldViolations.map((v) => v.field)).toEqual(["group.verified"]);
+    }
+    expect((await call(protocol, base(), GroupsService.method.getGroup, { uid: fx.target }, world.auth("owner"))).message).toEqual(before);
+    await server.database.db.update(groups).set({ verified: true }).where(eq(groups.uid, fx.target));
+    const cleared = await update({ group: { uid: fx.target, verified: false }, updateMask: { paths: ["verified"] } });
+    expect(cleared.message?.verified).toBe(false);
   });
 
   it("a mask naming only output-only fields changes nothing, update_time included", async () => {
@@ -567,26 +602,30 @@ describe.each(protocols)("DeleteGroup [%s]", (protocol: Protocol) => {
 // ---------------------------------------------------------------------------------------------------------
 runContractCases("LookupGroup, CheckEligibility", base, [
   contractCase({
-    name: "a root-level identity: the organization of its oldest binding",
+    name: "a person with a verified email: the verified organization named after its domain (case aside)",
     method: GroupsService.method.lookupGroup,
     request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => expect(r.group?.uid).toBe(quiet.org),
+    headers: () => lk.auth.alice,
+    response: (r) => expect(r.group).toMatchObject({ uid: lk.verifiedOrg, name: "lookup-verified.test", verified: true }),
   }),
-  contractCase({
-    name: "an identity created under a group: its home group",
-    method: GroupsService.method.lookupGroup,
-    request: {},
-    headers: () => quiet.auth("confined"),
-    response: (r) => expect(r.group).toMatchObject({ uid: quiet.team, name: "team" }),
-  }),
-  contractCase({
-    name: "no home group and no binding: NOT_FOUND",
-    method: GroupsService.method.lookupGroup,
-    request: {},
-    headers: () => loner.auth,
-    error: { code: Code.NotFound, reason: "NOT_FOUND", details: [{ schema: ResourceInfoSchema, value: { resourceType: GROUP } }] },
-  }),
+  ...(
+    [
+      ["an organization of its domain that is not verified", () => lk.auth.bob],
+      ["only a verified sub-group of its domain", () => lk.auth.carol],
+      ["an unverified email only", () => lk.auth.eve],
+      ["an identity created under a group, whatever its email", () => lk.auth.confined],
+      ["no email, bound in an organization", () => quiet.auth("teamViewer")],
+      ["no email and no binding", () => loner.auth],
+    ] as const
+  ).map(([what, headers]) =>
+    contractCase({
+      name: `${what}: NOT_FOUND`,
+      method: GroupsService.method.lookupGroup,
+      request: {},
+      headers,
+      error: { code: Code.NotFound, reason: "NOT_FOUND", details: [{ schema: ResourceInfoSchema, value: { resourceType: GROUP } }] },
+    }),
+  ),
   contractCase({
     name: "a root-level identity may create an organization",
     method: GroupsService.method.checkEligibility,

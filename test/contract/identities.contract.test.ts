@@ -1,6 +1,7 @@
 // IdentitiesService over every protocol: create (name pattern, one validated relationship), get, list
 // (visibility, filters, order, total), update (field masks, relationship replacement), delete (bindings go
-// with it), lookup by issuer and subject (never revealing what the caller may not see), the caller's own
+// with it), lookup by issuer and subject (any caller; the uid a person of that pair has or would get when
+// nothing the caller may see matches, never revealing what the caller may not see), the caller's own
 // metadata, and the confinement of an identity created under a sub-group.
 import { generateKeyPairSync } from "node:crypto";
 import { Code } from "@connectrpc/connect";
@@ -12,8 +13,10 @@ import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js
 import { IdentitiesService, RelationshipType, ServicePrincipal, type IdentitySchema } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { BadRequestSchema, ResourceInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
+import { bootstrap } from "../../src/iam/bootstrap.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
+import { openTestDatabase } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
@@ -50,7 +53,8 @@ const q = { robotA: "", robotB: "", robotC: "" };
  * world may grow callers): what a caller with that scope must see, no more, no less.
  */
 const under: Record<"org" | "team" | "other", { uid: string; name: string }[]> = { org: [], team: [], other: [] };
-const fx = { target: "" };
+const fx = { target: "", nobody: "", robotAasPerson: "" };
+const ROOT_UID = /^[0-9a-f]{40}$/;
 
 async function insertIdentity(parent: string | null, name: string, relationship: "claim" | "static" | "aws" = "claim", subject?: string): Promise<string> {
   const uid = parent ? newChildUid(parent) : newRootUid();
@@ -79,6 +83,14 @@ beforeAll(async () => {
   q.robotB = await insertIdentity(quiet.team, "robot-b", "static", "robot-b");
   q.robotC = await insertIdentity(quiet.other, "robot-c", "aws");
   fx.target = await insertIdentity(world.org, "target", "claim", "target");
+  // What an identity created for these pairs gets: bootstrap it in a database of its own and read the uid.
+  const scratch = await openTestDatabase();
+  try {
+    fx.nobody = (await bootstrap(scratch.db, { issuer: ISSUER, subject: "nobody", organization: "scratch" })).identity;
+    fx.robotAasPerson = (await bootstrap(scratch.db, { issuer: ISSUER, subject: "robot-a", organization: "scratch" })).identity;
+  } finally {
+    await scratch.dispose();
+  }
   for (const key of ["org", "team", "other"] as const) {
     under[key] = await server.database.db
       .select({ uid: identities.uid, name: identities.name })
@@ -640,18 +652,46 @@ runContractCases("LookupIdentity", base, [
     response: (r) => expect(r.uid).toBe(quiet.identity.confined),
   }),
   contractCase({
-    name: "…but not one outside its scope: NOT_FOUND, as if it did not exist",
+    name: "…but not one outside its scope: the uid a person of that issuer and subject would have, as if it did not exist",
     method: IdentitiesService.method.lookupIdentity,
     request: { issuer: ISSUER, subject: "robot-a" },
     headers: () => quiet.auth("teamViewer"),
-    error: { code: Code.NotFound, reason: "NOT_FOUND", details: [{ schema: ResourceInfoSchema, value: { resourceType: IDENTITY } }] },
+    response: (r) => {
+      expect(r.uid).toMatch(ROOT_UID);
+      expect(r.uid).not.toBe(q.robotA);
+      expect(r.uid).toBe(fx.robotAasPerson);
+    },
   }),
   contractCase({
-    name: "no such identity: the same NOT_FOUND",
+    name: "no such identity: the deterministic uid, the same for every caller and every call",
     method: IdentitiesService.method.lookupIdentity,
     request: { issuer: ISSUER, subject: "nobody" },
     headers: () => quiet.auth("owner"),
-    error: { code: Code.NotFound, reason: "NOT_FOUND", details: [{ schema: ResourceInfoSchema, value: { resourceType: IDENTITY } }] },
+    response: (r) => expect(r.uid).toBe(fx.nobody),
+  }),
+  contractCase({
+    name: "…also to a caller with no binding anywhere (any authenticated caller may look up)",
+    method: IdentitiesService.method.lookupIdentity,
+    request: { issuer: ISSUER, subject: "nobody" },
+    headers: () => quiet.auth("stranger"),
+    response: (r) => expect(r.uid).toBe(fx.nobody),
+  }),
+  contractCase({
+    name: "…and to an identity confined to a subgroup",
+    method: IdentitiesService.method.lookupIdentity,
+    request: { issuer: ISSUER, subject: "nobody" },
+    headers: () => quiet.auth("confined"),
+    response: (r) => expect(r.uid).toBe(fx.nobody),
+  }),
+  contractCase({
+    name: "the uid depends on both the issuer and the subject",
+    method: IdentitiesService.method.lookupIdentity,
+    request: { issuer: "https://other-issuer.test", subject: "nobody" },
+    headers: () => quiet.auth("owner"),
+    response: (r) => {
+      expect(r.uid).toMatch(ROOT_UID);
+      expect(r.uid).not.toBe(fx.nobody);
+    },
   }),
   contractCase({
     name: "a caller finds itself, even with no bindings",
@@ -661,18 +701,27 @@ runContractCases("LookupIdentity", base, [
     response: (r) => expect(r.uid).toBe(quiet.identity.stranger),
   }),
   contractCase({
-    name: "…but not another root-level identity",
+    name: "another person (a root-level identity): the uid that issuer and subject resolve to",
     method: IdentitiesService.method.lookupIdentity,
     request: () => ({ issuer: ISSUER, subject: `owner-${quiet.identity.owner}` }),
     headers: () => quiet.auth("stranger"),
-    error: { code: Code.NotFound },
+    response: (r) => expect(r.uid).toBe(quiet.identity.owner),
   }),
   contractCase({
-    name: "only claim-match identities are looked up (static keys are not)",
+    name: "only claim-match identities are looked up (static keys are not): the deterministic uid",
     method: IdentitiesService.method.lookupIdentity,
     request: { issuer: "https://static.test", subject: "robot-b" },
     headers: () => quiet.auth("owner"),
-    error: { code: Code.NotFound },
+    response: (r) => {
+      expect(r.uid).toMatch(ROOT_UID);
+      expect(r.uid).not.toBe(q.robotB);
+    },
+  }),
+  contractCase({
+    name: "no token: UNAUTHENTICATED",
+    method: IdentitiesService.method.lookupIdentity,
+    request: { issuer: ISSUER, subject: "nobody" },
+    error: { code: Code.Unauthenticated },
   }),
   contractCase({
     name: "issuer and subject are required",
@@ -682,6 +731,26 @@ runContractCases("LookupIdentity", base, [
     error: { code: Code.InvalidArgument, message: "Invalid argument: issuer: is required; subject: is required", details: badRequest("issuer", "subject") },
   }),
 ]);
+
+describe.each(protocols)("LookupIdentity before and after the person's identity exists [%s]", (protocol: Protocol) => {
+  it("the uid answered before is the uid the identity gets, and the answer after", async () => {
+    const subject = `later-${protocol}`;
+    const lookup = async (caller: "stranger" | "owner") => {
+      const out = await call(protocol, base(), IdentitiesService.method.lookupIdentity, { issuer: ISSUER, subject }, world.auth(caller));
+      expect(out.error).toBeUndefined();
+      return out.message!.uid;
+    };
+    const before = await lookup("stranger");
+    expect(before).toMatch(ROOT_UID);
+    const made = await bootstrap(server.database.db, { issuer: ISSUER, subject, organization: `later ${protocol}` });
+    expect(made).toMatchObject({ created: true, identity: before });
+    expect(await lookup("stranger")).toBe(before);
+    expect(await lookup("owner")).toBe(before);
+    const self = { authorization: `Bearer ${await server.token(before)}` };
+    const own = await call(protocol, base(), IdentitiesService.method.lookupIdentity, { issuer: ISSUER, subject }, self);
+    expect(own.message?.uid).toBe(before);
+  });
+});
 
 // ---------------------------------------------------------------------------------------------------------
 describe.each(protocols)("UpdateIdentityMetadata [%s]", (protocol: Protocol) => {

@@ -1,7 +1,9 @@
 // ImagesService over every protocol, on manifests rows written straight to the database (as the OCI import
-// writes them): the platforms a digest provides (index or image manifest), its size (an image manifest's
-// own; an index's child chosen by architecture), and the errors: malformed digest or architecture, unknown
-// digest or repo, an index needing an architecture, and callers without the capabilities.
+// writes them, platforms as "linux/amd64"): the architectures a digest provides (index or image manifest),
+// named as the published SDK names them ("amd64", "arm64", "arm/v7"), its size (an image manifest's own; an
+// index's child chosen by architecture, in that form or as a platform, amd64 by default), and the errors:
+// malformed digest or architecture, unknown digest or repo, an ambiguous or missing architecture, and callers
+// without the capabilities.
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll } from "vitest";
 import { expect } from "vitest";
@@ -28,12 +30,16 @@ const ARMV6 = d("4");
 const NO_PLATFORM = d("5");
 const ATTESTATION = d("6");
 const NO_SIZE = d("7");
+const WIN_AMD64 = d("8");
 /** Indexes: every platform; a single platform (plus an attestation); one listing a child the repo lacks. */
 const MULTI = d("a");
 const SINGLE = d("b");
 const PARTIAL = d("c");
 const ABSENT_CHILD = d("e");
 const EMPTY_INDEX = d("f");
+/** Indexes: arm images only; linux and windows amd64. */
+const ARM_ONLY = d("9");
+const WINDOWS = d("d");
 const UNKNOWN = d("0");
 
 let server: TestServer;
@@ -77,6 +83,7 @@ beforeAll(async () => {
     image(NO_PLATFORM, null, 500n),
     image(ATTESTATION, "unknown/unknown", 900n),
     image(NO_SIZE, "linux/amd64", null),
+    image(WIN_AMD64, "windows/amd64", 70_000_000n),
     index(MULTI, [
       child(AMD64, "linux/amd64"),
       child(ARM64, "linux/arm64/v8"),
@@ -87,6 +94,8 @@ beforeAll(async () => {
     index(SINGLE, [child(AMD64, "linux/amd64"), child(ATTESTATION, "unknown/unknown")]),
     index(PARTIAL, [child(AMD64, "linux/amd64"), child(ABSENT_CHILD, "linux/s390x")]),
     index(EMPTY_INDEX, [child(ATTESTATION, "unknown/unknown")]),
+    index(ARM_ONLY, [child(ARM64, "linux/arm64/v8"), child(ARMV7, "linux/arm/v7")]),
+    index(WINDOWS, [child(AMD64, "linux/amd64"), child(WIN_AMD64, "windows/amd64")]),
   ]);
 });
 
@@ -104,28 +113,35 @@ runContractCases("GetArchitectures", base, [
     method: ImagesService.method.getArchitectures,
     request: () => ({ repoUid: repo, digest: MULTI }),
     headers: viewer,
-    response: (r) => expect(r.architectures).toEqual(["linux/amd64", "linux/arm64/v8", "linux/arm/v7", "linux/arm/v6"]),
+    response: (r) => expect(r.architectures).toEqual(["amd64", "arm64", "arm/v7", "arm/v6"]),
   }),
   contractCase({
     name: "a single-platform index",
     method: ImagesService.method.getArchitectures,
     request: () => ({ repoUid: repo, digest: SINGLE }),
     headers: viewer,
-    response: (r) => expect(r.architectures).toEqual(["linux/amd64"]),
+    response: (r) => expect(r.architectures).toEqual(["amd64"]),
   }),
   contractCase({
     name: "an index listing a child the repo does not hold still names its platform",
     method: ImagesService.method.getArchitectures,
     request: () => ({ repoUid: repo, digest: PARTIAL }),
     headers: viewer,
-    response: (r) => expect(r.architectures).toEqual(["linux/amd64", "linux/s390x"]),
+    response: (r) => expect(r.architectures).toEqual(["amd64", "s390x"]),
+  }),
+  contractCase({
+    name: "a platform of another os than linux keeps its os",
+    method: ImagesService.method.getArchitectures,
+    request: () => ({ repoUid: repo, digest: WINDOWS }),
+    headers: viewer,
+    response: (r) => expect(r.architectures).toEqual(["amd64", "windows/amd64"]),
   }),
   contractCase({
     name: "an image manifest: its own platform",
     method: ImagesService.method.getArchitectures,
     request: () => ({ repoUid: repo, digest: ARM64 }),
     headers: viewer,
-    response: (r) => expect(r.architectures).toEqual(["linux/arm64/v8"]),
+    response: (r) => expect(r.architectures).toEqual(["arm64"]),
   }),
   contractCase({
     name: "an image manifest whose platform is not known: none",
@@ -190,21 +206,28 @@ runContractCases("GetSize", base, [
     method: ImagesService.method.getSize,
     request: () => ({ repoUid: repo, digest: AMD64 }),
     headers: viewer,
-    response: (r) => expect(r).toMatchObject({ size: 30_000_000n, architecture: "linux/amd64" }),
+    response: (r) => expect(r).toMatchObject({ size: 30_000_000n, architecture: "amd64" }),
+  }),
+  contractCase({
+    name: "an image manifest of another architecture, none asked: its own size (the default names an index's child)",
+    method: ImagesService.method.getSize,
+    request: () => ({ repoUid: repo, digest: ARM64 }),
+    headers: viewer,
+    response: (r) => expect(r).toMatchObject({ size: 29_000_000n, architecture: "arm64" }),
   }),
   contractCase({
     name: "an image manifest with a matching architecture",
     method: ImagesService.method.getSize,
     request: () => ({ repoUid: repo, digest: ARM64, architecture: "arm64" }),
     headers: viewer,
-    response: (r) => expect(r).toMatchObject({ size: 29_000_000n, architecture: "linux/arm64/v8" }),
+    response: (r) => expect(r).toMatchObject({ size: 29_000_000n, architecture: "arm64" }),
   }),
   contractCase({
     name: "an image manifest with another architecture: NOT_FOUND, naming what it provides",
     method: ImagesService.method.getSize,
     request: () => ({ repoUid: repo, digest: AMD64, architecture: "arm64" }),
     headers: viewer,
-    error: { code: Code.NotFound, message: /provides no arm64 image; it provides linux\/amd64$/, details: [{ schema: ResourceInfoSchema, value: { resourceType: MANIFEST } }] },
+    error: { code: Code.NotFound, message: /provides no arm64 image; it provides amd64$/, details: [{ schema: ResourceInfoSchema, value: { resourceType: MANIFEST } }] },
   }),
   contractCase({
     name: "an image manifest of unknown platform: its size, no architecture",
@@ -215,17 +238,22 @@ runContractCases("GetSize", base, [
   }),
   ...(
     [
-      ["amd64", 30_000_000n, "linux/amd64"],
-      ["linux/amd64", 30_000_000n, "linux/amd64"],
-      ["arm64", 29_000_000n, "linux/arm64/v8"],
-      ["linux/arm64", 29_000_000n, "linux/arm64/v8"],
-      ["linux/arm64/v8", 29_000_000n, "linux/arm64/v8"],
-      ["linux/arm/v7", 25_000_000n, "linux/arm/v7"],
-      ["linux/arm/v6", 24_000_000n, "linux/arm/v6"],
+      // As GetArchitectures names them.
+      ["amd64", 30_000_000n, "amd64"],
+      ["arm64", 29_000_000n, "arm64"],
+      ["arm/v7", 25_000_000n, "arm/v7"],
+      ["arm/v6", 24_000_000n, "arm/v6"],
+      // As the image's platform says it (os/architecture[/variant]).
+      ["linux/amd64", 30_000_000n, "amd64"],
+      ["linux/arm64", 29_000_000n, "arm64"],
+      ["linux/arm64/v8", 29_000_000n, "arm64"],
+      ["arm64/v8", 29_000_000n, "arm64"],
+      ["linux/arm/v7", 25_000_000n, "arm/v7"],
+      ["linux/arm/v6", 24_000_000n, "arm/v6"],
     ] as const
   ).map(([architecture, size, platform]) =>
     contractCase({
-      name: `an index with architecture ${architecture}: the size of the ${platform} image`,
+      name: `an index with architecture ${architecture}: the size of the ${platform} image, named ${platform}`,
       method: ImagesService.method.getSize,
       request: () => ({ repoUid: repo, digest: MULTI, architecture }),
       headers: viewer,
@@ -233,21 +261,39 @@ runContractCases("GetSize", base, [
     }),
   ),
   contractCase({
-    name: "an index of several platforms without an architecture: INVALID_ARGUMENT on architecture listing them",
+    name: "an index of several platforms without an architecture: amd64, the default",
     method: ImagesService.method.getSize,
     request: () => ({ repoUid: repo, digest: MULTI }),
     headers: viewer,
-    error: {
-      code: Code.InvalidArgument,
-      details: [violation("architecture", /^is required for an index of several platforms; .* provides linux\/amd64, linux\/arm64\/v8, linux\/arm\/v7, linux\/arm\/v6$/)],
-    },
+    response: (r) => expect(r).toMatchObject({ size: 30_000_000n, architecture: "amd64" }),
+  }),
+  contractCase({
+    name: "an index without amd64, no architecture asked: NOT_FOUND naming what it provides",
+    method: ImagesService.method.getSize,
+    request: () => ({ repoUid: repo, digest: ARM_ONLY }),
+    headers: viewer,
+    error: { code: Code.NotFound, message: /provides no amd64 image; it provides arm64, arm\/v7$/ },
+  }),
+  contractCase({
+    name: "amd64 (the default) of an index with linux and windows images: the linux one, which that name names",
+    method: ImagesService.method.getSize,
+    request: () => ({ repoUid: repo, digest: WINDOWS }),
+    headers: viewer,
+    response: (r) => expect(r).toMatchObject({ size: 30_000_000n, architecture: "amd64" }),
+  }),
+  contractCase({
+    name: "the windows image, by the name GetArchitectures gives it",
+    method: ImagesService.method.getSize,
+    request: () => ({ repoUid: repo, digest: WINDOWS, architecture: "windows/amd64" }),
+    headers: viewer,
+    response: (r) => expect(r).toMatchObject({ size: 70_000_000n, architecture: "windows/amd64" }),
   }),
   contractCase({
     name: "an architecture matching several platforms (arm: v6 and v7): INVALID_ARGUMENT on architecture",
     method: ImagesService.method.getSize,
     request: () => ({ repoUid: repo, digest: MULTI, architecture: "arm" }),
     headers: viewer,
-    error: { code: Code.InvalidArgument, details: [violation("architecture", /matches several platforms \(linux\/arm\/v7, linux\/arm\/v6\); name one of them/)] },
+    error: { code: Code.InvalidArgument, details: [violation("architecture", /matches several platforms \(arm\/v7, arm\/v6\); name one of them/)] },
   }),
   contractCase({
     name: "an architecture the index does not provide: NOT_FOUND",
@@ -261,7 +307,7 @@ runContractCases("GetSize", base, [
     method: ImagesService.method.getSize,
     request: () => ({ repoUid: repo, digest: SINGLE }),
     headers: viewer,
-    response: (r) => expect(r).toMatchObject({ size: 30_000_000n, architecture: "linux/amd64" }),
+    response: (r) => expect(r).toMatchObject({ size: 30_000_000n, architecture: "amd64" }),
   }),
   contractCase({
     name: "an index child the repo does not hold: NOT_FOUND naming the child",

@@ -1,5 +1,5 @@
 // RoleBindingsService over every protocol: hydrated creates, what a binding may name, no escalation,
-// ALREADY_EXISTS, atomic batches of at most 25, get/update/delete (a deleted binding's access ends with the
+// ALREADY_EXISTS, atomic batches of at most 25 whose items agree with the batch's role_uid, get/update/delete (a deleted binding's access ends with the
 // next request), and list visibility with totals that count only what the caller sees.
 import { Code } from "@connectrpc/connect";
 import { eq } from "drizzle-orm";
@@ -316,14 +316,14 @@ const batchOf = (n: number) => () => ({
 
 runContractCases("RoleBindingsService.BatchCreateRoleBindings", () => server.baseUrl, [
   contractCase({
-    name: "several bindings at once, inner role_uid defaulting to the outer one; hydrated, in request order",
+    name: "several bindings at once, inner role_uid empty or equal to the outer one; hydrated, in request order",
     method: RoleBindingsService.method.batchCreateRoleBindings,
     request: () => ({
       parent: world.team,
       roleUid: pullRole,
       requests: [
         { roleBinding: { identityUid: fresh() } },
-        { parent: world.team, roleBinding: { identityUid: fresh(), roleUid: uid.teamReader! } },
+        { parent: world.team, roleBinding: { identityUid: fresh(), roleUid: pullRole } },
         { roleBinding: { identityUid: freshChild() } },
       ],
     }),
@@ -332,11 +332,54 @@ runContractCases("RoleBindingsService.BatchCreateRoleBindings", () => server.bas
       expect(res.roleBindings).toHaveLength(3);
       const [a, b, c] = res.roleBindings;
       expectHydrated(a!, { group: world.team, identity: a!.identityUid, role: pullRole });
-      expectHydrated(b!, { group: world.team, identity: b!.identityUid, role: uid.teamReader! });
+      expectHydrated(b!, { group: world.team, identity: b!.identityUid, role: pullRole });
       expectHydrated(c!, { group: world.team, identity: c!.identityUid, role: pullRole });
       expect(a!.identity?.name).toMatch(/^pool /);
       expect(c!.identity?.name).toMatch(/^child /);
+    },
+  }),
+  contractCase({
+    name: "no outer role_uid: each item binds the role it names",
+    method: RoleBindingsService.method.batchCreateRoleBindings,
+    request: () => ({
+      parent: world.team,
+      requests: [{ roleBinding: { identityUid: fresh(), roleUid: pullRole } }, { roleBinding: { identityUid: fresh(), roleUid: uid.teamReader! } }],
+    }),
+    headers: as(() => world, "owner"),
+    response: (res) => {
+      const [a, b] = res.roleBindings;
+      expectHydrated(a!, { group: world.team, identity: a!.identityUid, role: pullRole });
+      expectHydrated(b!, { group: world.team, identity: b!.identityUid, role: uid.teamReader! });
       expect(b!.role?.name).toBe("team-reader");
+    },
+  }),
+  contractCase({
+    name: "an inner role_uid other than the outer one: INVALID_ARGUMENT naming every such item",
+    method: RoleBindingsService.method.batchCreateRoleBindings,
+    request: () => ({
+      parent: world.team,
+      roleUid: pullRole,
+      requests: [
+        { roleBinding: { identityUid: uid.toggleIdentity! } },
+        { roleBinding: { identityUid: uid.dupIdentity!, roleUid: uid.teamReader! } },
+        { roleBinding: { identityUid: uid.toggleIdentity!, roleUid: pullRole } },
+        { roleBinding: { identityUid: uid.dupIdentity!, roleUid: viewerRole } },
+      ],
+    }),
+    headers: as(() => world, "owner"),
+    error: {
+      code: Code.InvalidArgument,
+      details: [
+        {
+          schema: BadRequestSchema,
+          value: {
+            fieldViolations: [
+              { field: "requests[1].role_binding.role_uid", description: `must be empty or equal to role_uid ${JSON.stringify(pullRole)}` },
+              { field: "requests[3].role_binding.role_uid", description: `must be empty or equal to role_uid ${JSON.stringify(pullRole)}` },
+            ],
+          },
+        },
+      ],
     },
   }),
   contractCase({
@@ -369,10 +412,9 @@ runContractCases("RoleBindingsService.BatchCreateRoleBindings", () => server.bas
     method: RoleBindingsService.method.batchCreateRoleBindings,
     request: () => ({
       parent: world.org,
-      roleUid: pullRole,
       requests: [
-        { roleBinding: { identityUid: uid.toggleIdentity! } },
-        { roleBinding: { identityUid: uid.dupIdentity! } },
+        { roleBinding: { identityUid: uid.toggleIdentity!, roleUid: pullRole } },
+        { roleBinding: { identityUid: uid.dupIdentity!, roleUid: pullRole } },
         { roleBinding: { identityUid: uid.dupIdentity!, roleUid: uid.teamReader! } },
         { roleBinding: { identityUid: uid.toggleIdentity!, roleUid: viewerRole } },
       ],
@@ -410,8 +452,7 @@ runContractCases("RoleBindingsService.BatchCreateRoleBindings", () => server.bas
     method: RoleBindingsService.method.batchCreateRoleBindings,
     request: () => ({
       parent: world.team,
-      roleUid: uid.teamReader!,
-      requests: [{ roleBinding: { identityUid: uid.toggleIdentity! } }, { roleBinding: { identityUid: uid.dupIdentity!, roleUid: ownerRole } }],
+      requests: [{ roleBinding: { identityUid: uid.toggleIdentity!, roleUid: uid.teamReader! } }, { roleBinding: { identityUid: uid.dupIdentity!, roleUid: ownerRole } }],
     }),
     headers: teamAdmin,
     error: { code: Code.PermissionDenied, message: /requests\[1\]\.role_binding/ },
@@ -468,9 +509,26 @@ describe.each(protocols)("RoleBindingsService.BatchCreateRoleBindings is atomic 
       RoleBindingsService.method.batchCreateRoleBindings,
       {
         parent: world.team,
-        roleUid: viewerRole,
-        requests: [{ roleBinding: { identityUid: a } }, { roleBinding: { identityUid: b } }, { roleBinding: { identityUid: fresh(), roleUid: uid.foreignRole! } }],
+        requests: [
+          { roleBinding: { identityUid: a, roleUid: viewerRole } },
+          { roleBinding: { identityUid: b, roleUid: viewerRole } },
+          { roleBinding: { identityUid: fresh(), roleUid: uid.foreignRole! } },
+        ],
       },
+      world.auth("owner"),
+    );
+    expect(out.error?.code).toBe(Code.InvalidArgument);
+    expect(await bindingsOf(protocol, a)).toEqual([]);
+    expect(await bindingsOf(protocol, b)).toEqual([]);
+  });
+
+  it("one item naming a role other than the outer role_uid: nothing is created, not even that item with its role", async () => {
+    const [a, b] = [fresh(), fresh()];
+    const out = await call(
+      protocol,
+      server.baseUrl,
+      RoleBindingsService.method.batchCreateRoleBindings,
+      { parent: world.team, roleUid: viewerRole, requests: [{ roleBinding: { identityUid: a } }, { roleBinding: { identityUid: b, roleUid: pullRole } }] },
       world.auth("owner"),
     );
     expect(out.error?.code).toBe(Code.InvalidArgument);

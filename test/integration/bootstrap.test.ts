@@ -45,6 +45,24 @@ describe("bootstrap", () => {
     expect(b.group).not.toBe(a.group);
   });
 
+  it("--email and --verified: the organization is shown by LookupGroup to people of its domain; a rerun applies them", async () => {
+    const db = server.database.db;
+    const acme = await bootstrap(db, { issuer: "https://idp.example.com", subject: "erin", organization: "acme.example", email: "erin@acme.example", verified: true });
+    const lookup = async (identity: string) =>
+      call("connect-json", server.baseUrl, GroupsService.method.lookupGroup, {}, { authorization: `Bearer ${await server.token(identity)}` });
+    expect((await lookup(acme.identity)).message?.group).toMatchObject({ uid: acme.group, verified: true });
+    // A colleague, owner of an organization of their own: found, by their verified email's domain.
+    const frank = await bootstrap(db, { issuer: "https://idp.example.com", subject: "frank", organization: "frank's", email: "Frank@ACME.example" });
+    expect((await lookup(frank.identity)).message?.group?.uid).toBe(acme.group);
+    // An organization bootstrapped unverified, verified by a rerun.
+    const later = await bootstrap(db, { issuer: "https://idp.example.com", subject: "gina", organization: "later.example" });
+    const gina = await bootstrap(db, { issuer: "https://idp.example.com", subject: "gina", organization: "later.example", email: "gina@later.example" });
+    expect((await lookup(gina.identity)).error?.code).toBe(5);
+    const again = await bootstrap(db, { issuer: "https://idp.example.com", subject: "gina", organization: "later.example", verified: true });
+    expect(again).toMatchObject({ group: later.group, created: false });
+    expect((await lookup(gina.identity)).message?.group?.uid).toBe(later.group);
+  });
+
   it("the owner it creates can act on the organization", async () => {
     const r = await bootstrap(server.database.db, { issuer: "https://idp.example.com", subject: "carol", organization: "carols" });
     const out = await call("connect-json", server.baseUrl, GroupsService.method.getGroup, { uid: r.group }, {

@@ -260,10 +260,11 @@ describe("importOciLayout", () => {
     const auth = world.auth("viewer");
     const archs = await call("grpc", server.baseUrl, ImagesService.method.getArchitectures, { repoUid, digest: layout.index.digest }, auth);
     expect(archs.error).toBeUndefined();
-    expect([...archs.message!.architectures].sort()).toEqual(["linux/amd64", "linux/arm64"]);
+    // Stored as the image config says ("linux/amd64"), answered as the SDK names architectures.
+    expect([...archs.message!.architectures].sort()).toEqual(["amd64", "arm64"]);
 
     const single = await call("rest", server.baseUrl, ImagesService.method.getArchitectures, { repoUid, digest: layout.amd64.manifest.digest }, auth);
-    expect(single.message?.architectures).toEqual(["linux/amd64"]);
+    expect(single.message?.architectures).toEqual(["amd64"]);
 
     const size = await call("grpc", server.baseUrl, ImagesService.method.getSize, { repoUid, digest: layout.amd64.manifest.digest }, auth);
     expect(size.error).toBeUndefined();
@@ -272,6 +273,10 @@ describe("importOciLayout", () => {
     const armSize = await call("rest", server.baseUrl, ImagesService.method.getSize, { repoUid, digest: layout.index.digest, architecture: "linux/arm64" }, auth);
     expect(armSize.error).toBeUndefined();
     expect(armSize.message!.size).toBe(BigInt(layout.arm64.size));
+    const byName = await call("grpc", server.baseUrl, ImagesService.method.getSize, { repoUid, digest: layout.index.digest, architecture: "arm64" }, auth);
+    expect(byName.message).toMatchObject({ size: BigInt(layout.arm64.size), architecture: "arm64" });
+    const byDefault = await call("grpc", server.baseUrl, ImagesService.method.getSize, { repoUid, digest: layout.index.digest }, auth);
+    expect(byDefault.message).toMatchObject({ size: BigInt(layout.amd64.size), architecture: "amd64" });
   });
 });
 

@@ -85,9 +85,9 @@ describe("matchTemplate", () => {
     ["/iam/v2/groups/{group_uid=**}:requestGroupAccess", "/iam/v2/groups/G/C:requestGroupAccess", { group_uid: "G/C" }],
     ["/iam/v2/groups/{group_uid=**}:requestGroupAccess", "/iam/v2/groups:requestGroupAccess", undefined],
     ["/iam/v2/roleBindings:batchCreate", "/iam/v2/roleBindings:batchCreate", {}],
-    // percent-decoding: literals and single-segment values fully; multi-segment values keep %2F
+    // percent-decoding: literals and values fully; a multi-segment value takes an encoded %2F as "/" (what OpenAPI clients send)
     ["/libraries/v2/artifacts/{artifact_id=*}/versions", "/libraries/v2/%61rtifacts/a%2Fb%20c/versions", { artifact_id: "a/b c" }],
-    ["/registry/v2/repos/{uid=**}", "/registry/v2/repos/X/a%20b%2Fc", { uid: "X/a b%2Fc" }],
+    ["/registry/v2/repos/{uid=**}", "/registry/v2/repos/X/a%20b%2Fc", { uid: "X/a b/c" }],
     ["/v1/{name=projects/*/things/*}", "/v1/projects/p/things/t", { name: "projects/p/things/t" }],
     ["/v1/{name=projects/*/things/*}", "/v1/projects/p/other/t", undefined],
   ])("%s matches %s", (template, path, want) => {

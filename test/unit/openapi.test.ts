@@ -16,8 +16,13 @@ import { loadContract, type ContractHttpRule } from "../support/contract-json.js
 const doc: OpenApiDocument = createOpenApiDocument({ methods: servedMethods });
 
 /** "/iam/v2/groups/{parent=**}" and "/iam/v2/groups/{uid}" -> "/iam/v2/groups/{}": paths OpenAPI deems identical. */
-function shapeOf(template: string): string {
+function openApiShapeOf(template: string): string {
   return template.replace(/\{[^}]*\}/g, "{}");
+}
+
+/** The shape of the URL a path or template stands for: "/%69am/v2/groups/{parent}" -> "/iam/v2/groups/{}". */
+function shapeOf(template: string): string {
+  return openApiShapeOf(template).replace(/%[0-9A-F]{2}/gi, (e) => decodeURIComponent(e));
 }
 
 /** The operation for verb on the path of this shape, with the variables it binds ("Sets `x`."). */
@@ -259,12 +264,28 @@ describe("OpenAPI document", () => {
     expect(operationAt("post", "/sts/exchange_refresh_token")!.operation.security).toBeUndefined();
   });
 
-  it("gives paths that differ only in parameter names one name, and says which field each operation sets", () => {
-    const item = Object.entries(doc.paths).filter(([path]) => shapeOf(path) === "/iam/v2/groups/{}");
-    expect(item.map(([path]) => path)).toEqual(["/iam/v2/groups/{uid}"]);
-    const ops = item[0]![1];
-    expect(parameter(ops.post!, "uid", "path")?.description).toMatch(/^Sets `parent`\./);
-    expect(parameter(ops.patch!, "uid", "path")?.description).toMatch(/^Sets `group\.uid`\./);
+  it("names each operation's path parameters after its own request fields, on paths OpenAPI tells apart", () => {
+    // One URL shape, three sets of names: the first on the plain path, the others on the same URL written with
+    // one more literal character percent-encoded.
+    const item = Object.fromEntries(Object.entries(doc.paths).filter(([path]) => shapeOf(path) === "/iam/v2/groups/{}"));
+    expect(Object.keys(item)).toEqual(["/iam/v2/groups/{uid}", "/%69am/v2/groups/{parent}", "/%69%61m/v2/groups/{group.uid}"]);
+    expect(Object.keys(item["/iam/v2/groups/{uid}"]!).sort()).toEqual(["delete", "get"]);
+    expect(parameter(item["/%69am/v2/groups/{parent}"]!.post!, "parent", "path")?.description).toMatch(/^Sets `parent`\./);
+    expect(item["/%69am/v2/groups/{parent}"]!.post!.description).toContain("it is the URL `/iam/v2/groups/{parent}`");
+    expect(parameter(item["/%69%61m/v2/groups/{group.uid}"]!.patch!, "group.uid", "path")?.description).toMatch(/^Sets `group\.uid`\./);
+    // Every operation: its path parameters are its template's fields, by name, in order.
+    let checked = 0;
+    for (const b of describeRestBindings(servedMethods)) {
+      const { path, operation } = operationAt(b.verb, b.template)!;
+      const fields = [...b.template.matchAll(/\{([^}=]+)/g)].map((m) => m[1]!);
+      expect(operation.parameters?.filter((p) => p.in === "path").map((p) => p.name) ?? [], `${b.verb} ${b.template}`).toEqual(fields);
+      expect([...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!)).toEqual(fields);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(75);
+    // No two paths OpenAPI would deem identical; operation ids unique.
+    const shapes = Object.keys(doc.paths).map(openApiShapeOf);
+    expect(new Set(shapes).size).toBe(shapes.length);
     const ids = Object.values(doc.paths).flatMap((i) => Object.values(i).map((o) => o.operationId));
     expect(new Set(ids).size).toBe(ids.length);
   });
