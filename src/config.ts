@@ -74,6 +74,11 @@ export interface Config {
    */
   requestTimeoutMs: number;
   /**
+   * What a connection may hold (server/listener.ts). Every request must also arrive whole (headers and body,
+   * or an HTTP/2 stream's END_STREAM) within requestTimeoutMs, or it is answered 408 / DEADLINE_EXCEEDED.
+   */
+  connections: ConnectionLimits;
+  /**
    * Delivery of events to subscriptions (events/delivery/worker.ts). Every server process runs a worker unless
    * EVENTS_DELIVERY=false; replicas share the work through the database.
    */
@@ -128,10 +133,25 @@ export interface Config {
   };
 }
 
-/** The defaults of the limits, read by the code that applies them as well (app.ts, db/client.ts). */
+export interface ConnectionLimits {
+  /**
+   * HEADERS_TIMEOUT_MS: a new connection must have sent its first request's headers (an HTTP/2 connection: opened
+   * its first stream) within this, and every HTTP/1.1 request its headers from its first byte (default 10 s).
+   */
+  headersTimeoutMs: number;
+  /** IDLE_TIMEOUT_MS: a connection with no request under way is closed after this (default 65 s). */
+  idleTimeoutMs: number;
+  /** MAX_CONNECTIONS_PER_ADDRESS: open connections from one client address; more are closed at once (0: no cap; default 256). */
+  maxPerAddress: number;
+}
+
+/** The defaults of the limits, read by the code that applies them as well (app.ts, db/client.ts, listener.ts). */
 export const DEFAULT_LIMITS = {
   maxRequestBytes: 4 * 1024 * 1024,
   requestTimeoutMs: 30_000,
+  // Idle: longer than the 60 s idle timeout of common load balancers, so they, not this server, close a pooled
+  // connection (a close racing their next request would fail it).
+  connections: { headersTimeoutMs: 10_000, idleTimeoutMs: 65_000, maxPerAddress: 256 },
   databasePool: { max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 },
 } as const;
 
@@ -366,6 +386,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, DEFAULT_LIMITS.maxRequestBytes, 1024, 1024 * 1024 * 1024),
     requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, DEFAULT_LIMITS.requestTimeoutMs, 100, 3_600_000),
+    connections: {
+      headersTimeoutMs: integer("HEADERS_TIMEOUT_MS", env.HEADERS_TIMEOUT_MS, DEFAULT_LIMITS.connections.headersTimeoutMs, 100, 600_000),
+      idleTimeoutMs: integer("IDLE_TIMEOUT_MS", env.IDLE_TIMEOUT_MS, DEFAULT_LIMITS.connections.idleTimeoutMs, 100, 3_600_000),
+      maxPerAddress: integer("MAX_CONNECTIONS_PER_ADDRESS", env.MAX_CONNECTIONS_PER_ADDRESS, DEFAULT_LIMITS.connections.maxPerAddress, 0, 1_000_000),
+    },
     events: {
       delivery: flag("EVENTS_DELIVERY", env.EVENTS_DELIVERY, true),
       timeoutMs: integer("EVENTS_DELIVERY_TIMEOUT_MS", env.EVENTS_DELIVERY_TIMEOUT_MS, DEFAULT_DELIVERY_OPTIONS.timeoutMs, 100, 600_000),

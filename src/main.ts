@@ -199,7 +199,13 @@ async function main(): Promise<void> {
       ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     }),
   });
-  const listener = await listen(app.handler, { port: config.port, host: config.host, tls: config.tls, errorDomain: config.serviceDomain }).catch((err: unknown) => {
+  const listener = await listen(app.handler, {
+    port: config.port,
+    host: config.host,
+    tls: config.tls,
+    errorDomain: config.serviceDomain,
+    limits: { ...config.connections, requestTimeoutMs: config.requestTimeoutMs },
+  }).catch((err: unknown) => {
     throw listenFailure(err, config) ?? err;
   });
   const { delivery, ...deliveryOptions } = config.events;

@@ -8,21 +8,15 @@
 // a delivery makes (the delivery client's lookup), so a name that later resolves to a private address is
 // refused at connect time.
 import type { FieldViolation } from "../kernel/errors/index.js";
-import { checkFetchUrl, ForbiddenAddressError, publicAddressesOf, systemResolver, type Resolver } from "../kernel/outbound.js";
+import { checkFetchUrl, hostRefusal, systemResolver, type OutboundPolicy, type Resolver } from "../kernel/outbound.js";
 
 export const MAX_SINK_LENGTH = 2048;
 
 // eslint-disable-next-line no-control-regex
 const SPACE_OR_CONTROL = /[\s\u0000-\u001f\u007f-\u009f]/;
 
-export interface SinkPolicy {
-  /** Plain http to loopback hosts is allowed (development). */
-  allowInsecureLoopback: boolean;
-  /** Only public unicast addresses may be dialled (production). */
-  publicOnly: boolean;
-  /** Resolves sink host names (the system resolver unless a test injects one). */
-  resolve: Resolver;
-}
+/** Where sinks may be and deliveries may connect: the outbound policy of destinations a user names. */
+export type SinkPolicy = OutboundPolicy;
 
 /** The policy of a server mode: development allows loopback http and any address; production neither. */
 export function sinkPolicyFor(mode: "development" | "production", resolve: Resolver = systemResolver): SinkPolicy {
@@ -46,14 +40,6 @@ export async function sinkViolations(sink: string, policy: SinkPolicy, field = "
   const checked = checkFetchUrl(sink, policy.allowInsecureLoopback);
   if ("refused" in checked) return [{ field, description: `must be an https URL: ${checked.refused}` }];
   if (checked.url.hash || sink.includes("#")) return [{ field, description: "must not have a fragment" }];
-  if (!policy.publicOnly) return [];
-  try {
-    await publicAddressesOf(checked.url.hostname, policy.resolve);
-    return [];
-  } catch (err) {
-    if (err instanceof ForbiddenAddressError) {
-      return [{ field, description: `must reach a public address: ${err.message}` }];
-    }
-    return [{ field, description: `host ${checked.url.hostname} does not resolve (${(err as { code?: string }).code ?? "lookup failed"})` }];
-  }
+  const refusal = await hostRefusal(checked.url.hostname, policy);
+  return refusal === undefined ? [] : [{ field, description: refusal }];
 }

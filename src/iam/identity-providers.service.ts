@@ -162,6 +162,8 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
   const providers = storeFactory(deps.db, createIdentityProviderStore);
   const roles = storeFactory(deps.db, createRoleStore);
   const toMessage = (row: IdentityProviderRow) => toIdentityProvider(row, deps.issuerUrl);
+  // Where an issuer may be: the outbound policy of every destination a user names (ALLOW_PRIVATE_OUTBOUND).
+  const issuers = { ...deps.sinks, allowInsecureLoopback: deps.allowInsecureLoopbackIssuers };
 
   /**
    * The default role means something on `group` and exists (share-locked against a change of its
@@ -210,7 +212,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
     async createIdentityProvider(req, ctx) {
       // parent: checked by the interceptor (IDENTITY_PROVIDERS_CREATE and ROLE_BINDINGS_CREATE).
       const p = writable(req.identityProvider ?? create(IdentityProviderSchema));
-      throwIfAny(under("identity_provider", identityProviderViolations(p, deps.allowInsecureLoopbackIssuers)));
+      throwIfAny(under("identity_provider", await identityProviderViolations(p, issuers)));
       const held = await accessOf(ctx).capabilitiesAt(req.parent);
       await checkDefaultRole(ctx, held, req.parent, p.defaultRole, "identity_provider.default_role");
       const uid = newChildUid(req.parent);
@@ -247,7 +249,7 @@ export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
           return { ...identityProviderFields(next), oidcClientSecret: secret === STORED_SECRET ? current.oidcClientSecret : seal(secret, current.uid) };
         },
         check: async (next, changed, current) => {
-          const violations = identityProviderViolations(next, deps.allowInsecureLoopbackIssuers, changed);
+          const violations = await identityProviderViolations(next, issuers, changed);
           if (violations.length > 0) return violations;
           if (changed.some((p) => p === "default_role" || p === "oidc" || p.startsWith("oidc."))) {
             await checkDefaultRole(ctx, held, current.groupUid, next.defaultRole, "identity_provider.default_role");

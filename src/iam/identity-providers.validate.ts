@@ -9,6 +9,7 @@ import {
 } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { checkIssuerUrl } from "../kernel/auth/external.js";
 import type { FieldViolation } from "../kernel/errors/index.js";
+import { hostRefusal, type OutboundPolicy } from "../kernel/outbound.js";
 import { isRootUid, isValidUid, isWithin, parentOf } from "../kernel/uidp.js";
 import { oidcOf, STORED_SECRET } from "./identity-providers.mapper.js";
 
@@ -37,8 +38,13 @@ function text(field: string, value: string, max: number, required: boolean): Fie
   return [];
 }
 
-/** The provider's own fields (all on create; the changed ones on update). `allowInsecureLoopback`: plain http issuers on loopback. */
-export function identityProviderViolations(p: IdentityProvider, allowInsecureLoopback: boolean, only?: Only): FieldViolation[] {
+/**
+ * The provider's own fields (all on create; the changed ones on update). `issuers`: where an issuer may be
+ * (plain http on loopback in development; in production, with publicOnly, a host resolving to public
+ * addresses only, as for event sinks: an issuer on a private, loopback or link-local address is refused when
+ * named, not only when the server first connects to it).
+ */
+export async function identityProviderViolations(p: IdentityProvider, issuers: OutboundPolicy, only?: Only): Promise<FieldViolation[]> {
   const out: FieldViolation[] = [];
   if (checks(only, "name")) {
     if (p.name === "") out.push({ field: "name", description: "is required" });
@@ -61,9 +67,12 @@ export function identityProviderViolations(p: IdentityProvider, allowInsecureLoo
   if (checks(only, "oidc.issuer")) {
     const v = text("oidc.issuer", oidc.issuer, MAX_ISSUER_LENGTH, true);
     if (v.length === 0) {
-      const checked = checkIssuerUrl(oidc.issuer, allowInsecureLoopback);
+      const checked = checkIssuerUrl(oidc.issuer, issuers.allowInsecureLoopback);
       if ("refused" in checked) {
         v.push({ field: "oidc.issuer", description: `must be an https URL (plain http only for a loopback host in development), no credentials, query or fragment: ${checked.refused}` });
+      } else {
+        const refusal = await hostRefusal(checked.url.hostname, issuers);
+        if (refusal !== undefined) v.push({ field: "oidc.issuer", description: refusal });
       }
     }
     out.push(...v);

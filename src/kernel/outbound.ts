@@ -42,19 +42,82 @@ export function checkFetchUrl(raw: string, allowInsecureLoopback: boolean): { ur
 }
 
 /**
+ * An address as ipaddr.js reads it, but an IPv6 address ending in a dotted quad is read as written: ipaddr.js
+ * reads "::8.8.8.8" (how the system resolver prints an IPv4-compatible address) as "::ffff:8.8.8.8".
+ */
+function parseAddress(text: string): ipaddr.IPv4 | ipaddr.IPv6 {
+  const dotted = /^(.*:)(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/.exec(text);
+  if (dotted && ipaddr.IPv4.isValidFourPartDecimal(dotted[2]!)) {
+    const [a, b, c, d] = ipaddr.IPv4.parse(dotted[2]!).octets as [number, number, number, number];
+    return ipaddr.IPv6.parse(`${dotted[1]}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`);
+  }
+  return ipaddr.parse(text);
+}
+
+const IPV4_COMPATIBLE = ipaddr.parseCIDR("::/96");
+const NAT64_WELL_KNOWN = ipaddr.parseCIDR("64:ff9b::/96");
+
+/**
  * Why an address may not be dialled when only public destinations are allowed (its ipaddr.js range:
  * "loopback", "private", "linkLocal", "uniqueLocal", "carrierGradeNat", ...), or undefined when it is a
- * public unicast address. IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+ * public unicast address.
+ *
+ * IPv6 addresses that carry an IPv4 address reach it, so they are judged by it or refused: IPv4-mapped
+ * (::ffff:0:0/96) and NAT64's well-known prefix (64:ff9b::/96, how an IPv6-only network reaches IPv4 hosts) are
+ * judged as the IPv4 address they carry; IPv4-compatible addresses (::/96, deprecated, which ipaddr.js calls
+ * unicast: ::a9fe:a9fe is 169.254.169.254), 6to4 (2002::/16), Teredo (2001::/32), NAT64's local-use prefix
+ * (64:ff9b:1::/48) and SIIT (::ffff:0:0:0/96) are refused whatever they carry.
  */
 export function nonPublicRange(address: string): string | undefined {
   let parsed: ipaddr.IPv4 | ipaddr.IPv6;
   try {
-    parsed = ipaddr.process(address.replace(/^\[|\]$/g, ""));
+    parsed = parseAddress(address.replace(/^\[|\]$/g, ""));
   } catch {
     return "invalid";
   }
+  if (parsed.kind() === "ipv6") {
+    const v6 = parsed as ipaddr.IPv6;
+    if (v6.isIPv4MappedAddress()) return nonPublicRange(v6.toIPv4Address().toString());
+    if (v6.match(NAT64_WELL_KNOWN)) {
+      const carried = ipaddr.fromByteArray(v6.toByteArray().slice(12)).toString();
+      const range = nonPublicRange(carried);
+      return range === undefined ? undefined : `${range} (NAT64 of ${carried})`;
+    }
+    const range = v6.range();
+    if (range === "unicast" && v6.match(IPV4_COMPATIBLE)) return "ipv4Compatible";
+    return range === "unicast" ? undefined : range;
+  }
   const range = parsed.range();
   return range === "unicast" ? undefined : range;
+}
+
+/**
+ * Where requests to a destination a user names (an event sink, an identity provider's issuer) may go:
+ * plain http to loopback hosts (development), and whether only public addresses may be dialled (production).
+ */
+export interface OutboundPolicy {
+  /** Plain http to loopback hosts is allowed (development). */
+  allowInsecureLoopback: boolean;
+  /** Only public unicast addresses may be dialled (production). */
+  publicOnly: boolean;
+  /** Resolves host names (the system resolver unless a test injects one). */
+  resolve: Resolver;
+}
+
+/**
+ * Why the host of a destination a user names is refused under `policy`, as a field violation's description,
+ * or undefined: with publicOnly, it must resolve, to public addresses only. The same check runs again on
+ * every connection (publicOnlyLookup), so a name that later resolves elsewhere is still refused.
+ */
+export async function hostRefusal(hostname: string, policy: OutboundPolicy): Promise<string | undefined> {
+  if (!policy.publicOnly) return undefined;
+  try {
+    await publicAddressesOf(hostname, policy.resolve);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ForbiddenAddressError) return `must reach a public address: ${err.message}`;
+    return `host ${hostname} does not resolve (${(err as { code?: string }).code ?? "lookup failed"})`;
+  }
 }
 
 /** Resolves a host name to every address it has (the system resolver by default). */

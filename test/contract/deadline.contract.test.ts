@@ -3,6 +3,7 @@
 // ErrorInfo, on every protocol; and a mutation cut short by its deadline is rolled back, never committed
 // behind that answer.
 import type http2 from "node:http2";
+import net from "node:net";
 import { Code } from "@connectrpc/connect";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,7 +12,7 @@ import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb
 import { outboxEvents } from "../../src/db/schema/outbox.js";
 import { bindPartial } from "../../src/server/bindings.js";
 import { assertError, call, protocols } from "./harness.js";
-import { rawGrpc } from "../support/raw-rpc.js";
+import { grpcFrame, rawGrpc } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
@@ -76,6 +77,40 @@ describe("the server's deadline", () => {
     await new Promise((r) => setTimeout(r, 1500));
     const events = await server.database.db.select().from(outboxEvents).where(eq(outboxEvents.subject, `${world.org}/0123456789abcdef`));
     expect(events).toEqual([]);
+  });
+});
+
+describe("a request that never finishes arriving", () => {
+  // The deadline holds while the request is still arriving too: a client that stalls mid-request is answered,
+  // and its connection or stream freed, instead of holding them for as long as it likes.
+  const within = DEADLINE_MS + 1500;
+
+  it("gRPC: a stream the client never ends (no END_STREAM) answers DEADLINE_EXCEEDED with ErrorInfo", async () => {
+    const t0 = Date.now();
+    const half = grpcFrame(new Uint8Array(10)).subarray(0, 8); // a frame announcing 10 bytes, 3 of them sent
+    const got = await rawGrpc(server.baseUrl, "/chainguard.platform.ping.v2.PingService/Ping", half, {}, { open: true });
+    expect(Date.now() - t0).toBeLessThan(within);
+    expect(got).toMatchObject({ status: "4", reason: "REQUEST_TIMEOUT" });
+  });
+
+  it("REST and Connect over HTTP/1.1: a body that stops short answers 408 with a google.rpc.Status", async () => {
+    for (const path of ["/registry/v2/repos/x", "/chainguard.platform.ping.v2.PingService/Ping"]) {
+      const t0 = Date.now();
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(server.port, "127.0.0.1", () =>
+          socket.write(`POST ${path} HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"na`),
+        );
+        let text = "";
+        socket.on("data", (c) => (text += c));
+        socket.on("close", () => resolve(text));
+        socket.on("error", reject);
+      });
+      expect(Date.now() - t0).toBeLessThan(within);
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).toMatchObject({ code: Code.DeadlineExceeded, details: [expect.objectContaining({ reason: "REQUEST_TIMEOUT" })] });
+    }
+    // The server is none the worse for it.
+    expect(await grpcPing({})).toMatchObject({ status: "0" });
   });
 });
 

@@ -31,7 +31,9 @@ import { addLogTap } from "../../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { sinkPolicyFor } from "../../src/events/sinks.js";
+import type { Resolver } from "../../src/kernel/outbound.js";
 
 const IDP = "chainguard.platform.iam.v2.IdentityProvider";
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -1012,8 +1014,20 @@ describe("no SCIM token reaches an event", () => {
 describe("a server without a secret key (production without IDP_SECRET_KEY) and without insecure loopback issuers", () => {
   let prod: TestServer;
   let w: World;
+  /** The fake DNS of this server, which dials public addresses only (production, ALLOW_PRIVATE_OUTBOUND unset). */
+  const zone: Record<string, string[]> = {
+    "idp.example.com": ["93.184.215.14"],
+    "idp.corp.test": ["10.1.2.3"],
+    "half.corp.test": ["93.184.215.14", "fd00::7"],
+    localhost: ["127.0.0.1", "::1"],
+  };
+  const resolver: Resolver = async (hostname) => {
+    const addresses = zone[hostname];
+    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" });
+    return addresses.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+  };
   beforeAll(async () => {
-    prod = await startTestServer({ idpSecretKey: undefined, externalOptions: { allowInsecureLoopback: false } });
+    prod = await startTestServer({ idpSecretKey: undefined, externalOptions: { allowInsecureLoopback: false }, sinks: sinkPolicyFor("production", resolver) });
     w = await seedWorld(prod, "prod");
   });
   afterAll(async () => {
@@ -1031,5 +1045,42 @@ describe("a server without a secret key (production without IDP_SECRET_KEY) and 
     const http = await create({ clientSecret: "", pkceEnabled: true, issuer: "http://127.0.0.1:5556" });
     expect(http.error?.code).toBe(Code.InvalidArgument);
     expect(http.error?.message).toMatch(/identity_provider\.oidc\.issuer: .*plain http is allowed only in development/);
+  });
+
+  it.each(protocols)("refuses, when named, an issuer on a loopback, private or link-local address, however written [%s]", async (protocol) => {
+    const create = (issuer: string) =>
+      call(protocol, prod.baseUrl, S.createIdentityProvider, { parent: w.org, identityProvider: providerInit({}, { clientSecret: "", pkceEnabled: true, issuer }) }, w.auth("owner"));
+    for (const [issuer, reason] of [
+      ["https://169.254.169.254", "169.254.169.254 is a linkLocal address"],
+      ["https://10.0.0.1/realms/corp", "10.0.0.1 is a private address"],
+      ["https://[::1]:8443", "::1 is a loopback address"],
+      ["https://[::ffff:a9fe:a9fe]", "is a linkLocal address"],
+      // IPv4-compatible IPv6 (::/96): the IPv4 address in its last 32 bits, here the metadata and loopback ones.
+      ["https://[::a9fe:a9fe]", "::a9fe:a9fe is a ipv4Compatible address"],
+      ["https://[::127.0.0.1]", "::7f00:1 is a ipv4Compatible address"],
+      ["https://[64:ff9b::a9fe:a9fe]", "64:ff9b::a9fe:a9fe is a linkLocal (NAT64 of 169.254.169.254) address"],
+      ["https://localhost:8443", "localhost resolves to 127.0.0.1, a loopback address"],
+      ["https://idp.corp.test", "idp.corp.test resolves to 10.1.2.3, a private address"],
+      ["https://half.corp.test", "half.corp.test resolves to fd00::7, a uniqueLocal address"],
+    ] as const) {
+      const out = await create(issuer);
+      expect(out.error?.code, issuer).toBe(Code.InvalidArgument);
+      assertError(protocol, out.error!, {
+        code: Code.InvalidArgument,
+        details: [field("identity_provider.oidc.issuer", expect.stringMatching(new RegExp(`^must reach a public address: .*${reason.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`)))],
+      });
+    }
+    // A public one is taken; changing it to a private one is refused as creating it would be.
+    const pkce = await create(ISSUER);
+    expect(pkce.error?.message).toBeUndefined();
+    const moved = await call(
+      protocol,
+      prod.baseUrl,
+      S.updateIdentityProvider,
+      { identityProvider: { uid: pkce.message!.uid, configuration: oidc({ issuer: "https://idp.corp.test", clientId: "client-1", pkceEnabled: true }) }, updateMask: { paths: ["oidc.issuer"] } },
+      w.auth("owner"),
+    );
+    expect(moved.error?.code).toBe(Code.InvalidArgument);
+    expect(moved.error?.message).toMatch(/identity_provider\.oidc\.issuer: must reach a public address: idp\.corp\.test resolves to 10\.1\.2\.3/);
   });
 });

@@ -181,6 +181,34 @@ describe("retries", () => {
     }
   });
 
+  it("a hanging sink does not hold up another subscription's deliveries to the same origin (a connection pool per subscription)", async () => {
+    const slow = await startTestServer({ delivery: { ...FAST, timeoutMs: 4_000, perSubscription: 2 } });
+    try {
+      const w = await seedWorld(slow, "origin");
+      // One receiver, one origin: /hang never answers, /ok answers at once.
+      const receiver = await sink();
+      receiver.answer = (r) => (r.path.startsWith("/hang") ? "hang" : 200);
+      const origin = new URL(receiver.url).origin;
+      await subscribe(slow, w.org, `${origin}/hang`);
+      await subscribe(slow, w.org, `${origin}/ok`);
+      const started = Date.now();
+      for (let i = 0; i < 6; i++) {
+        const res = await fetch(`${slow.baseUrl}/registry/v2/repos/${w.org}`, {
+          method: "POST",
+          headers: { ...w.auth("owner"), "content-type": "application/json" },
+          body: JSON.stringify({ name: `origin-${i}` }),
+        });
+        expect(res.status).toBe(200);
+      }
+      // Every event reaches /ok long before the hanging attempts time out (4 s), which would free connections.
+      await until("all six at /ok", async () => receiver.received.filter((r) => r.path === "/ok").length, (n) => n === 6, 3_000);
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(receiver.received.filter((r) => r.path === "/hang").length).toBe(2);
+    } finally {
+      await slow.close();
+    }
+  });
+
   it("gives up after the retry period and keeps the delivery, visible in event_delivery_problems", async () => {
     const brief = await startTestServer({ delivery: { ...FAST, retryForMs: 300 } });
     try {

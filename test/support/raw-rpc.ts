@@ -26,8 +26,11 @@ export function grpcFrame(data: Uint8Array, compressed = false): Buffer {
   return Buffer.concat([head, data]);
 }
 
-/** A gRPC call over HTTP/2 (prior knowledge) with a raw body (frames included). */
-export async function rawGrpc(baseUrl: string, path: string, body: Uint8Array, headers: http2.OutgoingHttpHeaders = {}): Promise<GrpcAnswer> {
+/**
+ * A gRPC call over HTTP/2 (prior knowledge) with a raw body (frames included); with `open`, the request is
+ * never ended (no END_STREAM), as from a client that stalls.
+ */
+export async function rawGrpc(baseUrl: string, path: string, body: Uint8Array, headers: http2.OutgoingHttpHeaders = {}, opts: { open?: boolean } = {}): Promise<GrpcAnswer> {
   const session = http2.connect(baseUrl);
   try {
     const chunks: Buffer[] = [];
@@ -39,7 +42,8 @@ export async function rawGrpc(baseUrl: string, path: string, body: Uint8Array, h
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => resolve(got));
       stream.on("error", reject);
-      stream.end(body);
+      if (opts.open) stream.write(body);
+      else stream.end(body);
     });
     const bin = fields["grpc-status-details-bin"];
     const details = bin ? fromBinary(StatusSchema, Buffer.from(String(bin), "base64")) : undefined;

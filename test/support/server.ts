@@ -56,7 +56,15 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   await ensureManagedRoles(database.db);
   // Listen first: the issuer URL is the server's own address.
   const late: { app?: App } = {};
-  const listener = await listen((req, res) => late.app!.handler(req, res), { port: 0, host: "127.0.0.1", errorDomain: opts.serviceDomain ?? "platform.test" });
+  // The listener keeps the app's request timeout, as in main.ts: a request must arrive within its deadline. No
+  // cap of connections per address: every test client connects from 127.0.0.1, many of them with a transport
+  // (and an HTTP/2 connection, kept for minutes) per call.
+  const listener = await listen((req, res) => late.app!.handler(req, res), {
+    port: 0,
+    host: "127.0.0.1",
+    errorDomain: opts.serviceDomain ?? "platform.test",
+    limits: { requestTimeoutMs: opts.limits?.requestTimeoutMs, maxPerAddress: 0 },
+  });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
   const { externalOptions, delivery, notificationDelayMs, ...appOpts } = opts;

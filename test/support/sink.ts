@@ -4,6 +4,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 
 export interface Received {
+  /** The request's path (and query). */
+  path: string;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
   at: number;
@@ -70,7 +72,7 @@ export async function startSink(path = "/hook"): Promise<TestSink> {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const r: Received = { headers: req.headers, body: Buffer.concat(chunks), at: Date.now() };
+      const r: Received = { path: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks), at: Date.now() };
       const answer = sink.answer(r, received.length);
       received.push(r);
       for (const w of waiters) w();

@@ -15,6 +15,12 @@ describe("loadConfig", () => {
     expect(c.maxRequestBytes).toBe(4 * 1024 * 1024);
     expect(c.requestTimeoutMs).toBe(30_000);
     expect(c.databasePool).toEqual({ max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 });
+    expect(c.connections).toEqual({ headersTimeoutMs: 10_000, idleTimeoutMs: 65_000, maxPerAddress: 256 });
+  });
+
+  it("reads the connection limits (0: no cap per address)", () => {
+    const c = loadConfig({ HEADERS_TIMEOUT_MS: "5000", IDLE_TIMEOUT_MS: "120000", MAX_CONNECTIONS_PER_ADDRESS: "0" });
+    expect(c.connections).toEqual({ headersTimeoutMs: 5000, idleTimeoutMs: 120_000, maxPerAddress: 0 });
   });
 
   it("reads the shutdown grace period", () => {
@@ -33,6 +39,9 @@ describe("loadConfig", () => {
     [{ MAX_REQUEST_BYTES: "10" }, /MAX_REQUEST_BYTES must be an integer between 1024 and/],
     [{ REQUEST_TIMEOUT_MS: "0" }, /REQUEST_TIMEOUT_MS must be an integer between 100 and 3600000/],
     [{ DATABASE_POOL_SIZE: "0" }, /DATABASE_POOL_SIZE must be an integer between 1 and/],
+    [{ HEADERS_TIMEOUT_MS: "50" }, /HEADERS_TIMEOUT_MS must be an integer between 100 and 600000/],
+    [{ IDLE_TIMEOUT_MS: "x" }, /IDLE_TIMEOUT_MS must be an integer/],
+    [{ MAX_CONNECTIONS_PER_ADDRESS: "-1" }, /MAX_CONNECTIONS_PER_ADDRESS must be an integer between 0 and/],
     [{ DATABASE_STATEMENT_TIMEOUT_MS: "-1" }, /DATABASE_STATEMENT_TIMEOUT_MS must be an integer between 0 and/],
     [{ DATABASE_POOL_TIMEOUT_MS: "soon" }, /DATABASE_POOL_TIMEOUT_MS must be an integer/],
   ])("rejects %j with a clear message", (env, message) => {

@@ -38,7 +38,7 @@ const names = fakeResolver({
 });
 
 describe("nonPublicRange", () => {
-  it.each(["93.184.215.14", "8.8.8.8", "2606:4700::1111", "::ffff:93.184.215.14"])("%s is public", (address) => {
+  it.each(["93.184.215.14", "8.8.8.8", "2606:4700::1111", "::ffff:93.184.215.14", "64:ff9b::808:808", "[64:ff9b::5db8:d70e]"])("%s is public", (address) => {
     expect(nonPublicRange(address)).toBeUndefined();
   });
 
@@ -64,6 +64,23 @@ describe("nonPublicRange", () => {
     ["::ffff:127.0.0.1", "loopback"],
     ["::ffff:10.0.0.1", "private"],
     ["::ffff:169.254.169.254", "linkLocal"],
+    ["::ffff:a9fe:a9fe", "linkLocal"],
+    // IPv4-compatible (::/96, deprecated) is refused whatever it carries: ipaddr.js calls it unicast.
+    ["::a9fe:a9fe", "ipv4Compatible"],
+    ["[::7f00:1]", "ipv4Compatible"],
+    ["::127.0.0.1", "ipv4Compatible"],
+    ["::10.0.0.1", "ipv4Compatible"],
+    ["::8.8.8.8", "ipv4Compatible"],
+    // NAT64's well-known prefix is judged as the IPv4 address it carries; its local-use prefix is refused.
+    ["64:ff9b::a9fe:a9fe", "linkLocal (NAT64 of 169.254.169.254)"],
+    ["64:ff9b::127.0.0.1", "loopback (NAT64 of 127.0.0.1)"],
+    ["64:ff9b::a00:1", "private (NAT64 of 10.0.0.1)"],
+    ["64:ff9b:1::a9fe:a9fe", "rfc6052"],
+    // 6to4, Teredo and SIIT carry an IPv4 address too: refused.
+    ["2002:a9fe:a9fe::1", "6to4"],
+    ["2002:808:808::1", "6to4"],
+    ["2001:0:4136:e378:8000:63bf:3fff:fdd2", "teredo"],
+    ["::ffff:0:a9fe:a9fe", "rfc6145"],
   ])("%s is %s", (address, range) => {
     expect(nonPublicRange(address)).toBe(range);
   });

@@ -1,4 +1,6 @@
-// Sends one delivery request to a sink over HTTP(S), with keep-alive connections per sink origin.
+// Sends one delivery request to a sink over HTTP(S), with keep-alive connections per subscription and sink
+// origin: a pool of its own for each subscription, so a sink that hangs holds its own connections only, and
+// another subscription's deliveries to the same origin (another path, the same host) never wait for them.
 //
 // Whatever the sink does, the attempt ends within `timeoutMs` (connecting, sending, the answer): a 2xx
 // acknowledges; any other status, a timeout, a refused or reset connection is a failure to retry. Redirects
@@ -19,8 +21,8 @@ export type SendResult = { ok: true; status: number } | { ok: false; status: num
 export interface SenderOptions {
   policy: SinkPolicy;
   timeoutMs: number;
-  /** Connections kept per sink origin (at most the deliveries one sink may have in flight). */
-  maxSocketsPerOrigin: number;
+  /** Connections per subscription (and sink origin): at most the deliveries one subscription may have in flight. */
+  maxSocketsPerSubscription: number;
   /** Bytes of an answer's body read at most. */
   maxResponseBytes?: number;
 }
@@ -29,13 +31,33 @@ const DEFAULT_MAX_RESPONSE_BYTES = 4096;
 /** How much of a failed answer's body is kept in its error text. */
 const ERROR_SNIPPET_CHARS = 200;
 
+/** Idle connections are closed after this (sooner when the sink's Keep-Alive header says so). */
+const IDLE_SOCKET_MS = 30_000;
+
+/** A request's options naming its connection pool: the subscription. */
+type PooledOptions = http.ClientRequestArgs & { pool?: string };
+
+// Node's agents pool connections by name (host, port and TLS settings); these add the request's `pool`.
+class PooledHttpAgent extends http.Agent {
+  override getName(options: PooledOptions = {}): string {
+    return `${super.getName(options)}|${options.pool ?? ""}`;
+  }
+}
+class PooledHttpsAgent extends https.Agent {
+  override getName(options: PooledOptions = {}): string {
+    return `${super.getName(options)}|${options.pool ?? ""}`;
+  }
+}
+
 export function createSender(opts: SenderOptions) {
   const lookup = opts.policy.publicOnly ? publicOnlyLookup(opts.policy.resolve) : undefined;
-  const agentOptions = { keepAlive: true, maxSockets: opts.maxSocketsPerOrigin, maxFreeSockets: opts.maxSocketsPerOrigin, scheduling: "lifo" as const, ...(lookup ? { lookup } : {}) };
-  const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
+  const max = opts.maxSocketsPerSubscription;
+  const agentOptions = { keepAlive: true, maxSockets: max, maxFreeSockets: max, timeout: IDLE_SOCKET_MS, scheduling: "lifo" as const, ...(lookup ? { lookup } : {}) };
+  const agents = { "http:": new PooledHttpAgent(agentOptions), "https:": new PooledHttpsAgent(agentOptions) };
   const maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
 
-  async function send(sink: string, request: DeliveryRequest): Promise<SendResult> {
+  /** Sends `request` to `sink` over the connections of `pool` (the subscription's uid). */
+  async function send(sink: string, request: DeliveryRequest, pool: string): Promise<SendResult> {
     const checked = checkFetchUrl(sink, opts.policy.allowInsecureLoopback);
     if ("refused" in checked) return { ok: false, status: null, error: `sink refused: ${checked.refused}` };
     const url = checked.url;
@@ -56,7 +78,8 @@ export function createSender(opts: SenderOptions) {
         resolve(result);
       };
       const client = url.protocol === "https:" ? https : http;
-      const req = client.request(url, { method: "POST", agent: agents[url.protocol as "http:" | "https:"], headers: request.headers }, (res) => {
+      const options: PooledOptions = { method: "POST", agent: agents[url.protocol as "http:" | "https:"], headers: request.headers, pool };
+      const req = client.request(url, options, (res) => {
         const status = res.statusCode ?? 0;
         const chunks: Buffer[] = [];
         let length = 0;

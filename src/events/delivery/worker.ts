@@ -6,8 +6,10 @@
 //   from its upper half) until the delivery is retryForMs old (24 h by default), then marked failed and kept.
 //   A process that dies mid-attempt leaves its claimed rows to the next claim once their lease ends.
 // - Never stuck behind one sink. Each subscription may have at most perSubscription deliveries in flight in
-//   a process (and as many more claimed, waiting their turn), and a claim takes only its free room, so a
-//   sink that hangs holds its own rows (each attempt for at most timeoutMs) and nothing else; the process
+//   a process (and as many more claimed, waiting their turn), a claim takes only its free room, and each
+//   subscription sends over connections of its own (sender.ts), so a sink that hangs holds its own rows (each
+//   attempt for at most timeoutMs) and connections and nothing else, even beside another subscription's sink
+//   on the same host; the process
 //   holds at most maxInFlight claimed rows in all.
 // - Woken by the database (the fan-out trigger notifies apiserver_events at commit), when a busy sink is
 //   down to half its room, and every pollMs (retries falling due).
@@ -99,7 +101,7 @@ export function retryDelayMs(attempt: number, opts: Pick<DeliveryOptions, "retry
 export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<DeliveryWorker> {
   const opts: DeliveryOptions = { ...DEFAULT_DELIVERY_OPTIONS, ...deps.options };
   const queue = createDeliveryQueue(deps.db);
-  const sender = createSender({ policy: deps.sinks, timeoutMs: opts.timeoutMs, maxSocketsPerOrigin: opts.perSubscription });
+  const sender = createSender({ policy: deps.sinks, timeoutMs: opts.timeoutMs, maxSocketsPerSubscription: opts.perSubscription });
   // A claim holds its rows past the attempt's end, with room for a slow settle; a process that died holding
   // them gives them up when the lease ends (an outcome recorded after that is ignored: see queue.ts).
   const leaseMs = opts.timeoutMs * 3;
@@ -177,7 +179,7 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
   async function attempt(d: ClaimedDelivery): Promise<void> {
     let result: SendResult;
     try {
-      result = await sender.send(d.sink, await deliveryRequest(d, { issuer: deps.issuer, keys: deps.keys }));
+      result = await sender.send(d.sink, await deliveryRequest(d, { issuer: deps.issuer, keys: deps.keys }), d.subscriptionUid);
     } catch (err) {
       result = { ok: false, status: null, error: `not sent: ${(err as Error).message}` };
     }

@@ -178,6 +178,14 @@ export function malformedHttpRequest(): ConnectError {
   return new ConnectError("Malformed HTTP/1.1 request", Code.InvalidArgument, undefined, [errorInfo("MALFORMED_HTTP_REQUEST")]);
 }
 
+/**
+ * The request (its headers, or its body) did not arrive within the listener's limit: DEADLINE_EXCEEDED,
+ * answered 408. A connection that keeps the server waiting holds a socket and memory for nothing.
+ */
+export function requestTimedOut(): ConnectError {
+  return new ConnectError("The request did not arrive in time", Code.DeadlineExceeded, undefined, [errorInfo("REQUEST_TIMEOUT")]);
+}
+
 /** A timeout header the client sent that cannot be read: INVALID_ARGUMENT (REST's grpc-timeout). */
 export function malformedTimeout(header: string, value: string): ConnectError {
   return new ConnectError(
