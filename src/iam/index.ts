@@ -22,7 +22,8 @@ export function iamBindings(deps: DomainDeps): ServiceBinding[] {
     ...externalGroupRoleMappingsBindings(deps),
     ...identityProvidersBindings(deps),
     ...accountAssociationsBindings(deps),
-    // Terms, and the owners' list of group access requests (issue 12, parts 3 and 4).
+    // Terms, and the owners' list of group access requests: IAM's because both stand before work in a group
+    // (an organization accepts the operator's terms; a person asks to be let in).
     ...termsBindings(deps),
     ...groupAccessRequestsBindings(deps),
     ...groupInvitesBindings(deps),

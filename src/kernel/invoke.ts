@@ -76,7 +76,8 @@ export function cappedGrpcTimeoutMs(value: string | string[] | undefined, maxMs:
 /**
  * How an in-process call is cut short (its client goes away, a deadline passes), and its signal. The signal
  * (an AbortController) is made only when something reads it, and aborted at the end only if made: making a
- * signal and aborting it cost about 5 µs a call (bench/README.md, change 13), and most calls never read it. The deadline interceptor races the method against `cutShort()` instead of a signal listener.
+ * signal and aborting it cost about 5 µs a call (measured alone: bench/LOG.md, "What changed"), and most calls
+ * never read it. The deadline interceptor races the method against `cutShort()` instead of a signal listener.
  */
 export class CallControl {
   #controller: AbortController | undefined;
@@ -170,7 +171,8 @@ export type InProcessResult =
  * an object literal's getter (`{ get signal() {...} }`) makes the object a dictionary and keeps its closure,
  * with everything the closure reaches (the call's control, headers, values, message), alive through V8's
  * young-generation collections until the next full one. Every call's objects were then copied and promoted:
- * about 1.7 MB per scavenge, and 2 to 7 ms each, under load (bench/README.md, change 24).
+ * about 1.7 MB per scavenge, and 2 to 7 ms each, under load (bench/LOG.md, "a getter that kept every call
+ * alive").
  *
  * `signal` is not an own property, so a copy of the request (`{ ...req }`) has none unless the interceptor
  * that copies it sets one (as the deadline interceptor does over Connect's handlers); the handler context

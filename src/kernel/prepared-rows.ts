@@ -13,7 +13,7 @@
 // On postgres.js, a hot statement also runs as a named statement of each connection (hotStatement). Drizzle
 // sends its prepared queries through the driver's `unsafe` unnamed, so PostgreSQL parses, analyses and plans
 // the statement again on every call: for an index lookup of a few rows, that was most of the database's time
-// (bench/README.md, Advisories). Named, the connection keeps the parsed statement and PostgreSQL its plan
+// (bench/LOG.md, Advisories). Named, the connection keeps the parsed statement and PostgreSQL its plan
 // cache: the first five runs get a plan for their values, later ones the cached generic plan when it is
 // estimated no worse. Where a generic plan can be far worse than one made for the values (a trigram search
 // whose selectivity depends on the pattern), the statement is kept planned per call (`planEachCall`).

@@ -2,7 +2,7 @@
 // method runs in process through the same interceptors as on every protocol (kernel/invoke.ts), and the
 // answer is written as one DATA frame (encoded by kernel/binary.ts) and the trailers. Connect's gRPC handler
 // does the same work through a chain of async iterables, response streams and per-call objects that cost
-// about as much as the method itself (bench/README.md, "Per-request cost").
+// about as much as the method itself (bench/LOG.md, "Per-request cost").
 //
 // Only the plain case is taken here: HTTP/2, POST, `application/grpc` or `application/grpc+proto`, no request
 // compression, a well-formed grpc-timeout if any, and a body that is exactly one uncompressed message of at

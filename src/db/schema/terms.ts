@@ -1,4 +1,5 @@
-// Terms acceptances and group access requests (issue 12, parts 3 and 4).
+// Terms acceptances and group access requests: the two records left on the way into a group (its
+// organization accepted the operator's terms; a person asked to be let in).
 //
 // terms_acceptances: one row per (organization, document) the first time it is accepted; accepting again
 // keeps the first row (who accepted first, and when). accepted_by is the accepting identity's uid as text, not
