@@ -82,7 +82,7 @@ describe("the README's import commands", () => {
 describe("the README", () => {
   it("names no file outside the repository, and every file it and the pages beside it link exists", () => {
     expect(readme).not.toMatch(/(?<!\.)\.\.\/[a-z]/i); // ("...": an ellipsis)
-    const pages = ["README.md", "samples/README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+    const pages = ["README.md", "samples/README.md", "bench/README.md", "bench/LOG.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
     for (const page of pages) {
       for (const [, target] of readFileSync(join(root, page), "utf8").matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
         if (/^[a-z]+:/.test(target!)) continue;
@@ -91,6 +91,10 @@ describe("the README", () => {
         expect(existsSync(file), `${page}: ${target}`).toBe(true);
       }
     }
+  });
+
+  it("has a benchmarks page that stays a reference (under 300 lines; dated runs go to bench/LOG.md)", () => {
+    expect(readFileSync(join(root, "bench/README.md"), "utf8").trimEnd().split("\n").length).toBeLessThan(300);
   });
 
   it("imports only what samples/ holds, or a path of the machine it names as such", () => {
