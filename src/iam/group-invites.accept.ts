@@ -30,8 +30,8 @@
 // expired or used-up code, for an invite naming an email the token does not carry verified, for a token
 // that does not verify, and for a caller whose identity in the group a SCIM client deactivated: nothing
 // tells a code that exists from one that does not. Refusals count against the caller's failure budget
-// (kernel/rate-limit.ts: by token issuer and subject, and by address); a caller over it is refused with
-// RESOURCE_EXHAUSTED before its code is looked at.
+// (kernel/rate-limit.ts: by address, and by token issuer and subject once the token has verified); a caller
+// over it is refused with RESOURCE_EXHAUSTED before its code is looked at.
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { decodeJwt, type JWTPayload } from "jose";
@@ -45,7 +45,7 @@ import { canVerifyAnyIssuer } from "../kernel/auth/external.js";
 import { registry } from "../kernel/descriptors.js";
 import { failedPrecondition, invalidArgument, permissionDenied, unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
-import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
+import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import type { Executor } from "../kernel/store.js";
 import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
@@ -129,12 +129,15 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     await recordEvents(tx, changes, { actor, source: ACCEPT_PATH }, registry);
   };
 
-  const accept = async (ctx: HandlerContext, token: string, code: string) => {
+  /** `attempt.verified` is set once the token has verified (the interceptor's, or verifiedCaller). */
+  const accept = async (ctx: HandlerContext, token: string, code: string, attempt: { verified: boolean }) => {
     if (code.length > MAX_INVITE_CODE_LENGTH) throw new Refusal("code too long");
     const known = authenticatedCaller(ctx, token);
+    attempt.verified = known !== undefined;
     const invite = await createGroupInviteStore(db).findLive(inviteCodeHash(code));
     if (!invite) throw new Refusal("no live invite has this code");
     const caller = known ?? (await verifiedCaller(token));
+    attempt.verified = true;
     if (invite.email !== "" && !carriesVerifiedEmail(caller.claims, invite.email)) throw new Refusal("the token does not carry the invite's email, verified");
 
     return db.transaction(async (tx) => {
@@ -166,15 +169,16 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
       const who = callerOf(ctx, token);
       failures.check(who);
       if (req.code === "") throw invalidArgument({ field: "code", description: "is required" });
+      const attempt = { verified: false };
       try {
-        return await accept(ctx, token, req.code);
+        return await accept(ctx, token, req.code, attempt);
       } catch (err) {
         if (err instanceof Refusal) {
           log.debug("invite acceptance refused", { why: err.message, cause: err.cause });
-          failures.failed(who);
+          failures.failed(provenCaller(who, attempt.verified));
           throw refused();
         }
-        if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(who);
+        if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(provenCaller(who, attempt.verified));
         throw err;
       }
     },

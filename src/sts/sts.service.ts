@@ -55,7 +55,7 @@ import {
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
 import { failedPrecondition, invalidArgument, isMissingReference, unauthenticated, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
-import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
+import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import { isGroupUid, isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { createRefreshTokenStore, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, RefreshRefused, restrictionOfRow, type RefreshTokenRow } from "./refresh-tokens.store.js";
@@ -185,32 +185,43 @@ function refusal(err: unknown, identity: string, provider: string): Error {
   }
 }
 
+/** One exchange as the failure limiter sees it: whether the presented token's signature has verified. */
+interface Attempt {
+  verified: boolean;
+}
+
 export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityTokenService> {
   // Refused exchanges (UNAUTHENTICATED) are counted per caller; a caller over its budget is refused with
-  // RESOURCE_EXHAUSTED before its token is looked at (kernel/rate-limit.ts).
+  // RESOURCE_EXHAUSTED before its token is looked at (kernel/rate-limit.ts). A refusal counts against the
+  // token's issuer and subject only once its signature verified (a forged token claiming someone's subject
+  // must not lock that person out), else against the address alone.
   // Refused refreshes count against the same budgets: a refresh token is a credential to guess as well. Being
   // opaque, it counts by the caller's address only.
   const failures = createFailureLimiter({ what: "failed token exchanges", ...(deps.rateLimits?.exchangeFailures ?? DEFAULT_RATE_LIMITS.exchangeFailures) });
   const refreshTokens = createRefreshTokenStore(deps.db);
   const refreshTtl = deps.refreshTokenTtlSeconds ?? DEFAULT_REFRESH_TOKEN_TTL_SECONDS;
 
-  /** Runs `fn` for a caller within its budget, counting an UNAUTHENTICATED answer as a failure. */
-  async function limited<T>(ctx: HandlerContext, fn: (token: string | undefined) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` for a caller within its budget, counting an UNAUTHENTICATED answer as a failure; `fn` sets
+   * `attempt.verified` once the token's signature has verified.
+   */
+  async function limited<T>(ctx: HandlerContext, fn: (token: string | undefined, attempt: Attempt) => Promise<T>): Promise<T> {
     const auth = readAuthorization(ctx.requestHeader);
     const token = auth.kind === "bearer" ? auth.token : undefined;
     const caller = callerOf(ctx, token);
     failures.check(caller);
+    const attempt: Attempt = { verified: false };
     try {
       if (auth.kind === "malformed") throw auth.error;
-      return await fn(token);
+      return await fn(token, attempt);
     } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(caller);
+      if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(provenCaller(caller, attempt.verified));
       throw err;
     }
   }
 
   return {
-    exchange: (req: ExchangeRequest, ctx: HandlerContext) => limited(ctx, (token) => exchange(req, token)),
+    exchange: (req: ExchangeRequest, ctx: HandlerContext) => limited(ctx, (token, attempt) => exchange(req, token, attempt)),
     exchangeRefreshToken: (req: ExchangeRefreshTokenRequest, ctx: HandlerContext) => limited(ctx, (token) => refresh(req, token)),
   };
 
@@ -249,10 +260,10 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     }
   }
 
-  async function exchange(req: ExchangeRequest, token: string | undefined) {
+  async function exchange(req: ExchangeRequest, token: string | undefined, attempt: Attempt) {
     if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
     const asked = validate(req, deps.issuerUrl);
-    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token), asked);
+    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token, attempt), asked);
     const verifier = deps.external;
     if (!canAssume(verifier)) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
@@ -276,18 +287,23 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
         found = sole;
       }
     } catch (err) {
+      if (err instanceof ExternalTokenError && err.signatureVerified) attempt.verified = true;
       throw refusal(err, req.identity, "");
     }
+    attempt.verified = true;
     return mint(req, found, asked);
   }
 
-  async function providerLogin(providerUid: string, token: string): Promise<ExternalAssumption> {
+  async function providerLogin(providerUid: string, token: string, attempt: Attempt): Promise<ExternalAssumption> {
     if (!deps.providerLogin) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for identity providers' tokens" });
     }
     try {
-      return await deps.providerLogin.login(providerUid, token);
+      const found = await deps.providerLogin.login(providerUid, token);
+      attempt.verified = true;
+      return found;
     } catch (err) {
+      if (err instanceof ExternalTokenError && err.signatureVerified) attempt.verified = true;
       throw refusal(err, "", providerUid);
     }
   }

@@ -289,13 +289,47 @@ describe("Exchange: repeated failures from one caller are rate-limited", () => {
     expect(Number(delay?.seconds ?? 0) * 1e9 + (delay?.nanos ?? 0)).toBeGreaterThan(0);
   };
 
-  it.each(protocols)("by the token's issuer and subject [%s]", async (protocol) => {
-    const unknown = await idp.mint({ sub: `nobody-${protocol}` });
-    for (let i = 0; i < 3; i++) assertError(protocol, (await exchangeWith(protocol, bySubject, unknown)).error!, { code: Code.Unauthenticated });
-    exhausted(protocol, await exchangeWith(protocol, bySubject, unknown));
+  /** An identity on `on` with an exact claim match on the fake issuer and `subject`. */
+  async function insertWorkload(on: TestServer, subject: string) {
+    const org = (await seedWorld(on, `w${Math.random().toString(36).slice(2, 8)}`)).org;
+    await on.database.db.insert(identities).values({
+      uid: newChildUid(org),
+      parentUid: org,
+      name: "workload",
+      relationship: { claimMatch: { issuer: idp.url, subject } },
+      relationshipType: RelationshipType.CLAIM_MATCH,
+      issuer: idp.url,
+      subject,
+    });
+  }
+
+  it.each(protocols)("by the token's issuer and subject, once its signature verified [%s]", async (protocol) => {
+    const subject = `probe-${protocol}`;
+    await insertWorkload(bySubject, subject);
+    // Signed by the issuer, refused after the signature verified (not valid before an hour from now).
+    const notYet = () => idp.mint({ sub: subject, aud: bySubject.baseUrl, nbf: Math.floor(Date.now() / 1000) + 3600, jti: crypto.randomUUID() });
+    for (let i = 0; i < 3; i++) assertError(protocol, (await exchangeWith(protocol, bySubject, await notYet())).error!, { code: Code.Unauthenticated });
+    exhausted(protocol, await exchangeWith(protocol, bySubject, await notYet()));
     // Another token of the same subject is the same caller; another subject from the same address is not.
-    exhausted(protocol, await exchangeWith(protocol, bySubject, await idp.mint({ sub: `nobody-${protocol}`, jti: "2" })));
+    exhausted(protocol, await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: bySubject.baseUrl })));
     assertError(protocol, (await exchangeWith(protocol, bySubject, await idp.mint({ sub: `somebody-else-${protocol}` }))).error!, { code: Code.Unauthenticated });
+  });
+
+  it.each(protocols)("never by a subject that tokens signed with another key claim: its holder's exchanges go on [%s]", async (protocol) => {
+    const subject = `victim-${protocol}`;
+    await insertWorkload(bySubject, subject);
+    const forged = () => idp.mint({ sub: subject, aud: bySubject.baseUrl, jti: crypto.randomUUID() }, { unpublishedKey: true });
+    for (let i = 0; i < 6; i++) {
+      assertError(protocol, (await exchangeWith(protocol, bySubject, await forged())).error!, { code: Code.Unauthenticated, reason: "TOKEN_NOT_ACCEPTED" });
+    }
+    const genuine = await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: bySubject.baseUrl }));
+    expect(genuine.error, genuine.error?.message).toBeUndefined();
+    // Nor by claims that fail before any signature is checked (an audience this server does not accept).
+    for (let i = 0; i < 6; i++) {
+      const out = await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: "https://elsewhere.example", jti: crypto.randomUUID() }, { unpublishedKey: true }));
+      assertError(protocol, out.error!, { code: Code.Unauthenticated });
+    }
+    expect((await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: bySubject.baseUrl }))).error).toBeUndefined();
   });
 
   it("does not count successful exchanges", async () => {

@@ -174,18 +174,35 @@ describe("refused acceptances are rate-limited per caller", () => {
     await limited?.close();
   });
 
-  it("after its budget of refusals a caller gets RESOURCE_EXHAUSTED, even with a good code; another caller does not", async () => {
+  it("after its budget of refusals of its verified token a caller gets RESOURCE_EXHAUSTED, even with a good code; another caller does not", async () => {
     const made = await invite({}, limited, limitedWorld.token.owner, limitedWorld.team);
+    // Refused once the token verified: the invite is for an email address the token does not carry.
+    const forSomeoneElse = await invite({ email: "someone-else@example.com" }, limited, limitedWorld.token.owner, limitedWorld.team);
     const sub = unique("guesser");
     const issuer = await startFakeIssuer({ audience: limited.baseUrl });
     try {
       const token = await issuer.mint({ sub });
-      for (let i = 0; i < 2; i++) expect((await accept(newInviteCode().code, token, limited)).status).toBe(403);
+      for (let i = 0; i < 2; i++) expect((await accept(forSomeoneElse.code, token, limited)).status).toBe(403);
       const blocked = await accept(made.code, token, limited);
       expect(blocked.status).toBe(429);
       expect(refusalOf(blocked).reason).toBe("TOO_MANY_FAILURES");
       const other = await issuer.mint({ sub: unique("honest") });
       expect((await accept(made.code, other, limited)).status).toBe(200);
+    } finally {
+      await issuer.close();
+    }
+  });
+
+  it("refusals of tokens that did not verify count by address only: tokens claiming a person's subject do not lock the person out", async () => {
+    const made = await invite({}, limited, limitedWorld.token.owner, limitedWorld.team);
+    const sub = unique("victim");
+    const issuer = await startFakeIssuer({ audience: limited.baseUrl });
+    try {
+      // Unknown codes (the token is never verified) and a live code with a token signed by another key.
+      for (let i = 0; i < 3; i++) expect((await accept(newInviteCode().code, await issuer.mint({ sub, jti: unique("j") }, { unpublishedKey: true }), limited)).status).toBe(403);
+      for (let i = 0; i < 3; i++) expect((await accept(made.code, await issuer.mint({ sub, jti: unique("j") }, { unpublishedKey: true }), limited)).status).toBe(403);
+      const genuine = await accept(made.code, await issuer.mint({ sub }), limited);
+      expect(genuine.status, JSON.stringify(genuine.json)).toBe(200);
     } finally {
       await issuer.close();
     }

@@ -347,19 +347,31 @@ describe("refused logins are rate-limited", () => {
     await limited?.close();
   });
 
-  it("by the token's issuer and subject, as every refused exchange", async () => {
+  let send: (token: string) => ReturnType<typeof call>;
+  beforeAll(async () => {
     const org = (await seedWorld(limited, "limited")).org;
     const uid = newChildUid(org);
     await limited.database.db
       .insert(identityProviders)
       .values({ uid, groupUid: org, name: "okta", defaultRoleUid: managedRole("viewer").uid, oidcIssuer: idp.url, oidcClientId: "client-a", oidcPkceEnabled: true });
-    const send = async (token: string) =>
-      call("connect-json", limited.baseUrl, exchange, { identityProvider: uid }, { authorization: `Bearer ${token}` });
-    for (let i = 0; i < 2; i++) assertError("connect-json", (await send(await idp.mint({ sub: "frank", aud: "elsewhere" }))).error!, notAccepted);
+    send = async (token: string) => call("connect-json", limited.baseUrl, exchange, { identityProvider: uid }, { authorization: `Bearer ${token}` });
+  });
+
+  it("by the token's issuer and subject once its signature verified, as every refused exchange", async () => {
+    // Signed by the provider, refused after the signature verified: issued to another party.
+    const otherParty = () => idp.mint({ sub: "frank", aud: ["client-a", "another-app"], azp: "another-app", jti: crypto.randomUUID() });
+    for (let i = 0; i < 2; i++) assertError("connect-json", (await send(await otherParty())).error!, notAccepted);
     const out = await send(await idp.mint({ sub: "frank" }));
     assertError("connect-json", out.error!, { code: Code.ResourceExhausted, reason: "TOO_MANY_FAILURES" });
     expect(detail(out.error!, RetryInfoSchema)?.retryDelay).toBeDefined();
     expect((await send(await idp.mint({ sub: "grace" }))).error).toBeUndefined();
+  });
+
+  it("never by the subject a token signed with another key claims: the person's logins go on", async () => {
+    for (let i = 0; i < 5; i++) assertError("connect-json", (await send(await idp.mint({ sub: "heidi", jti: crypto.randomUUID() }, { unpublishedKey: true }))).error!, notAccepted);
+    for (let i = 0; i < 5; i++) assertError("connect-json", (await send(await idp.mint({ sub: "heidi", aud: "elsewhere", jti: crypto.randomUUID() }))).error!, notAccepted);
+    const out = await send(await idp.mint({ sub: "heidi" }));
+    expect(out.error, out.error?.message).toBeUndefined();
   });
 });
 

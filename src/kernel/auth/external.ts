@@ -69,13 +69,21 @@ export const EXTERNAL_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256",
 export type ExternalFailureCode = "TOKEN_INVALID" | "ERR_JWT_EXPIRED" | "NOT_ACCEPTED" | "NO_VERIFIER";
 
 export class ExternalTokenError extends Error {
+  /**
+   * True when the token's signature verified before it was refused (a claim checked after it, an expiry
+   * found by the verification): its issuer and subject are then proven, and the refusal may count against
+   * them (kernel/rate-limit.ts). False for everything decided on the token's unverified claims.
+   */
+  readonly signatureVerified: boolean;
+
   constructor(
     readonly code: ExternalFailureCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; signatureVerified?: boolean },
   ) {
     super(message, options);
     this.name = "ExternalTokenError";
+    this.signatureVerified = options?.signatureVerified ?? false;
   }
 }
 
@@ -230,6 +238,19 @@ interface Presented {
 
 const invalid = (why: string, cause?: unknown) => new ExternalTokenError("TOKEN_INVALID", why, { cause });
 const notAccepted = (why: string, cause?: unknown) => new ExternalTokenError("NOT_ACCEPTED", why, { cause });
+/** A refusal of a token whose signature has verified. */
+const notAcceptedVerified = (why: string) => new ExternalTokenError("NOT_ACCEPTED", why, { signatureVerified: true });
+
+/**
+ * A failure of jose's jwtVerify as a refusal. jose checks the signature first and the claims after it, so
+ * its claim and expiry failures are refusals of a token whose signature verified.
+ */
+function joseRefusal(err: unknown): ExternalTokenError {
+  const code = (err as { code?: string }).code;
+  const signatureVerified = code === "ERR_JWT_EXPIRED" || code === "ERR_JWT_CLAIM_VALIDATION_FAILED";
+  if (code === "ERR_JWT_EXPIRED") return new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err, signatureVerified });
+  return new ExternalTokenError("NOT_ACCEPTED", "signature or claims do not verify", { cause: err, signatureVerified });
+}
 
 /**
  * What can be said of a token before knowing any identity: its shape, algorithm and expiry. Nothing here
@@ -416,8 +437,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     try {
       return (await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer, ...(audience === undefined ? {} : { audience }) })).payload;
     } catch (err) {
-      if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-      throw notAccepted("signature or claims do not verify", err);
+      throw joseRefusal(err);
     }
   };
 
@@ -430,7 +450,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     if (!spec.audience && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
     const payload = await verifiedPayload(token, t.iss);
     const after = claimMismatch(spec, payload);
-    if (after) throw notAccepted(after);
+    if (after) throw notAcceptedVerified(after);
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp };
   };
 
@@ -454,8 +474,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         ...(sk.audiences.length > 0 ? { audience: sk.audiences } : {}),
       }));
     } catch (err) {
-      if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-      throw notAccepted("signature or claims do not verify", err);
+      throw joseRefusal(err);
     }
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, identityExpiresAt };
   };
@@ -509,7 +528,8 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         } catch (err) {
           // Expiry is the token's, not one identity's; anything else only rules this identity out.
           if (!(err instanceof ExternalTokenError) || err.code === "ERR_JWT_EXPIRED") throw err;
-          refusal ??= err;
+          // A refusal after the signature verified is the one answered: it proves the token's subject.
+          if (!refusal || (err.signatureVerified && !refusal.signatureVerified)) refusal = err;
         }
       }
       if (assumed.length === 0) throw refusal!;
@@ -550,7 +570,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         if (!audiencesOf(t.claims).includes(client.clientId)) throw notAccepted("audience is not the client's");
         const payload = await verifiedPayload(token, client.issuer, client.clientId);
         // An ID token issued to another party that merely lists this client among its audiences.
-        if (payload.azp !== undefined && payload.azp !== client.clientId) throw notAccepted("authorized party is not the client");
+        if (payload.azp !== undefined && payload.azp !== client.clientId) throw notAcceptedVerified("authorized party is not the client");
         return { issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, claims: payload };
       });
     },
