@@ -1,7 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
-import type { ExternalVerifier, KeyStore, ProviderLogin } from "../kernel/auth/index.js";
+import type { ExternalVerifier, IdentityGrants, KeyStore, ProviderLogin } from "../kernel/auth/index.js";
 import type { SinkPolicy } from "../events/sinks.js";
 import type { ListPlanner } from "../kernel/list/index.js";
 import type { SecretBox } from "../iam/secret-box.js";
@@ -40,6 +40,8 @@ export interface DomainDeps {
   issuerUrl: string;
   keys: KeyStore;
   external: ExternalVerifier | undefined;
+  /** An identity's home group and role bindings, as the authenticator reads them (the grants cache). */
+  grants: (identityUid: string) => Promise<IdentityGrants | undefined>;
   /** Login through an organization's identity provider (the token exchange's `identity_provider`). */
   providerLogin?: ProviderLogin | undefined;
   /**

@@ -5,10 +5,11 @@
 // Authorization: Bearer header. The caller names the identity to assume in `identity`; the token must satisfy
 // that identity's relationship (ClaimMatch with patterns, audience and claims, or StaticKeys). With no
 // `identity`, the identities the token assumes by exact issuer and subject, as on a direct API call: the
-// only one, or the only root-level one (a person's own, which no organization can create); when several
-// organizations gave the token an identity, FAILED_PRECONDITION (IDENTITY_AMBIGUOUS) lists them, one
-// PreconditionFailure violation each with the identity uid as its subject, and the caller exchanges again
-// naming one. Nobody loses access because another organization created an identity for them.
+// only one, the only root-level one (a person's own, which no organization can create), or the only one the
+// token's holder could see (kernel/auth/access.ts chooseCandidate); otherwise FAILED_PRECONDITION
+// (IDENTITY_AMBIGUOUS) lists those the holder could see, one PreconditionFailure violation each with the
+// identity uid as its subject, and the caller exchanges again naming one. Nobody loses access because
+// another organization created identities for them, nor learns of identities they cannot read.
 //
 // With `identity_provider` (the uid of an organization's identity provider), the token is an ID token of that
 // provider: the IAM domain verifies it against the provider's issuer and client id, finds or creates the
@@ -44,12 +45,11 @@ import { SecurityTokenService, type ExchangeRefreshTokenRequest, type ExchangeRe
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import {
   capabilityByName,
-  identityAmbiguous,
+  chooseCandidate,
   MAX_RESTRICTION_SCOPES,
   mintToken,
   readAuthorization,
   restrictionClaims,
-  soleCandidate,
   type TokenRestriction,
 } from "../kernel/auth/index.js";
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
@@ -281,10 +281,7 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
           throw new ExternalTokenError("TOKEN_INVALID", "not a JWT", { cause: err });
         }
         if (typeof iss !== "string" || iss === "") throw new ExternalTokenError("TOKEN_INVALID", "no issuer");
-        const candidates = await verifier.verify(token, iss);
-        const sole = soleCandidate(candidates, (c) => c.homeGroup === undefined);
-        if (!sole) throw identityAmbiguous(candidates.map((c) => c.identityUid), "exchange again naming it in `identity`");
-        found = sole;
+        found = await chooseAssumption(await verifier.verify(token, iss));
       }
     } catch (err) {
       if (err instanceof ExternalTokenError && err.signatureVerified) attempt.verified = true;
@@ -292,6 +289,22 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     }
     attempt.verified = true;
     return mint(req, found, asked);
+  }
+
+  /** Of the identities a token assumes by exact issuer and subject, the one an exchange naming none takes. */
+  async function chooseAssumption(candidates: ExternalAssumption[]): Promise<ExternalAssumption> {
+    if (candidates.length === 1) return candidates[0]!;
+    const withGrants = await Promise.all(
+      candidates.map(async (c) => {
+        const grants = await deps.grants(c.identityUid);
+        return grants && !grants.inactive
+          ? { assumption: c, bindings: grants.bindings, principal: { identityUid: c.identityUid, homeGroup: c.homeGroup, issuer: c.issuer, subject: c.subject } }
+          : undefined;
+      }),
+    );
+    const remaining = withGrants.filter((c) => c !== undefined);
+    if (remaining.length === 0) throw new ExternalTokenError("NOT_ACCEPTED", "the identities were deleted", { signatureVerified: true });
+    return chooseCandidate(remaining, "exchange again naming it in `identity`").assumption;
   }
 
   async function providerLogin(providerUid: string, token: string, attempt: Attempt): Promise<ExternalAssumption> {

@@ -15,10 +15,11 @@ import { BadRequestSchema, PreconditionFailureSchema, RetryInfoSchema } from "..
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
-import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
+import { newChildUid } from "../../src/kernel/uidp.js";
 import { startFakeIssuer, staticKeyPair, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertClaimMatches, seedWorld, type World } from "../support/world.js";
+import { MAX_CANDIDATE_IDENTITIES } from "../../src/kernel/auth/external.js";
 import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 const exchange = SecurityTokenService.method.exchange;
@@ -39,15 +40,13 @@ const shared = { home: "", foreign: "", person: "", personInB: "" };
 
 /** An identity with an exact issuer and subject under `parent` (none: root-level), viewer on `bindOn`. */
 async function insertExact(parent: string | null, bindOn: string, subject: string) {
-  const uid = parent ? newChildUid(parent) : newRootUid();
-  const relationship = rel("claimMatch", { iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: subject } });
-  const json = toJson(IdentitySchema, create(IdentitySchema, { relationship })) as Record<string, unknown>;
-  await server.database.db
-    .insert(identities)
-    .values({ uid, parentUid: parent, name: "shared", relationship: json, relationshipType: RelationshipType.CLAIM_MATCH, issuer: idp.url, subject });
-  await server.database.db.insert(roleBindings).values({ uid: newChildUid(bindOn), groupUid: bindOn, identityUid: uid, roleUid: managedRole("viewer").uid });
-  return uid;
+  return (await insertClaimMatches(server, { issuer: idp.url, subject, parent, bindOn }))[0]!;
 }
+// Squatting: another organization made MAX_CANDIDATE_IDENTITIES identities for a guessable subject before
+// the world's organization made its own (`late`), or after it (`early`).
+const LATE_SUBJECT = "repo:acme/late:ref:refs/heads/main";
+const EARLY_SUBJECT = "repo:acme/early:ref:refs/heads/main";
+const squat = { late: "", early: "", squatters: [] as string[] };
 
 async function insertIdentity(relationship: Identity["relationship"], type: RelationshipType, cols: { issuer?: string; subject?: string } = {}) {
   const uid = newChildUid(world.org);
@@ -96,6 +95,16 @@ beforeAll(async () => {
   shared.person = await insertExact(null, world.org, PERSON_SUBJECT);
   shared.personInB = await insertExact(orgB, orgB, PERSON_SUBJECT);
   t.shared = await idp.mint({ sub: SHARED_SUBJECT });
+
+  const squatter = (await seedWorld(server, "squatter")).org;
+  const before = new Date(Date.now() - 3_600_000);
+  const squatted = { issuer: idp.url, parent: squatter, count: MAX_CANDIDATE_IDENTITIES, createTime: before };
+  squat.squatters.push(...(await insertClaimMatches(server, { ...squatted, subject: LATE_SUBJECT })));
+  squat.late = await insertExact(world.org, world.org, LATE_SUBJECT);
+  squat.early = (await insertClaimMatches(server, { issuer: idp.url, subject: EARLY_SUBJECT, parent: world.org, bindOn: world.org, createTime: new Date(before.getTime() - 60_000) }))[0]!;
+  squat.squatters.push(...(await insertClaimMatches(server, { ...squatted, subject: EARLY_SUBJECT })));
+  t.late = await idp.mint({ sub: LATE_SUBJECT });
+  t.early = await idp.mint({ sub: EARLY_SUBJECT });
   t.person = await idp.mint({ sub: PERSON_SUBJECT });
 
   const patternClaims = { aud: "sts-test", repository_owner: "acme", ref: "refs/heads/main" };
@@ -264,6 +273,24 @@ describe.each(protocols)("Exchange of a token several organizations gave an iden
   it("with no identity named, assumes a person's own (root-level) identity, which no organization can create", async () => {
     expect((await exchangeOk(protocol, t.person!, {})).claims.sub).toBe(shared.person);
     expect((await exchangeOk(protocol, t.person!, { identity: shared.personInB })).claims.sub).toBe(shared.personInB);
+  });
+});
+
+describe.each(protocols)("Exchange of a token another organization made many identities for [%s]", (protocol) => {
+  it("with no identity named, takes the only identity its holder could see", async () => {
+    expect((await exchangeOk(protocol, t.early!, {})).claims.sub).toBe(squat.early);
+  });
+
+  it("with no identity named and none to take, never names the identities its holder could not see", async () => {
+    const out = await call(protocol, server.baseUrl, exchange, {}, bearer("late")());
+    assertError(protocol, out.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS", domain: "oidc.platform.test" });
+    const named = detail(out.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
+    expect(named.filter((uid) => squat.squatters.includes(uid))).toEqual([]);
+    expect(out.error!.message).not.toMatch(new RegExp(squat.squatters[0]!));
+  });
+
+  it("assumes the identity it names, however many others match", async () => {
+    expect((await exchangeOk(protocol, t.late!, { identity: squat.late })).claims.sub).toBe(squat.late);
   });
 });
 

@@ -7,7 +7,8 @@
 //                             issuer AND exact subject and whose relationship it satisfies. Several
 //                             organizations may each have given the same person or workload an identity;
 //                             none of them can lock the others out (the caller picks, per call or by
-//                             exchanging for one: see access.ts, sts.service.ts).
+//                             exchanging for one: see access.ts, sts.service.ts). With a uid, only the
+//                             identities that can act on it, however many others match.
 //   assume(token, identity)   a token presented to the token exchange to assume the named identity: it
 //                             must satisfy that identity's relationship (patterns, audience, claims).
 //   verifyIdToken(token, client)
@@ -118,8 +119,11 @@ export interface VerifiedIdToken {
 }
 
 export interface ExternalTokenVerifier extends ExternalVerifier {
-  /** Every identity the token assumes directly (never empty), root-level first, then oldest. */
-  verify(token: string, issuer: string): Promise<ExternalAssumption[]>;
+  /**
+   * Every identity the token assumes directly (never empty), root-level first, then oldest; with `within`,
+   * only those that can act on that uid (IdentityDirectory.withIssuerAndSubject).
+   */
+  verify(token: string, issuer: string, within?: string): Promise<ExternalAssumption[]>;
   /** Verifies a token presented to assume the identity `identityUid` (token exchange). */
   assume(token: string, identityUid: string): Promise<ExternalAssumption>;
   /**
@@ -512,13 +516,13 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
   const { directory } = opts;
 
   return {
-    async verify(token, issuer) {
+    async verify(token, issuer, within) {
       const t = await guarded(async () => {
         const t = inspect(token, tolerance);
         if (t.iss !== issuer) throw invalid("issuer mismatch");
         return t;
       });
-      const found = await directory.withIssuerAndSubject(t.iss, t.sub, MAX_CANDIDATE_IDENTITIES);
+      const found = await directory.withIssuerAndSubject(t.iss, t.sub, MAX_CANDIDATE_IDENTITIES, within);
       if (found.length === 0) throw notAccepted("no identity has this issuer and subject");
       const assumed: ExternalAssumption[] = [];
       let refusal: ExternalTokenError | undefined;
