@@ -55,7 +55,7 @@ export interface DomainDeps {
   secretBox: SecretBox;
   /** Whether an identity provider may name a loopback issuer over plain http (development: kernel/outbound.ts). */
   allowInsecureLoopbackIssuers: boolean;
-  /** Lifetime of a refresh token of the token exchange, from its issue. Default 30 days (sts/refresh-tokens.store.ts). */
+  /** Lifetime of a refresh token chain of the token exchange, from the exchange that started it. Default 30 days (sts/refresh-tokens.store.ts). */
   refreshTokenTtlSeconds?: number | undefined;
   /** The documents an organization may accept, and the methods needing them (config.ts TERMS_*). */
   terms: TermsSettings;

@@ -25,12 +25,14 @@
 //
 // Refresh tokens. A caller asks Exchange for one as OIDC does: the scope `offline_access`, in `scope` or in
 // `scopes`. The answer's `refresh_token` then holds an opaque token bound to the identity, the access token's
-// audience and its restriction (a refresh asking for other scopes or capabilities is refused), valid
-// for 30 days by default (REFRESH_TOKEN_TTL_HOURS), and capped like the access token at a StaticKeys
-// identity's expiration_time. ExchangeRefreshToken takes it as the bearer (Authorization: Bearer <refresh
-// token>) and answers a new access token (one hour, same identity, audience, `act` and restriction) and a new refresh
-// token: each refresh token is used once. Presenting a used one again is reuse: the whole chain (every token
-// descended from the same exchange) is revoked. A refresh token ends with its identity, with the identity's
+// audience and its restriction (a refresh asking for other scopes or capabilities is refused); its chain (it
+// and every token rotated from it) ends 30 days after this exchange by default (REFRESH_TOKEN_TTL_HOURS),
+// however often it is used, and no later than a StaticKeys identity's expiration_time. A chain started by a
+// login through an identity provider also ends when the roles the provider's groups gave at that login
+// change (refresh-tokens.store.ts). ExchangeRefreshToken takes it as the bearer (Authorization: Bearer
+// <refresh token>) and answers a new access token (one hour, same identity, audience, `act` and restriction,
+// never past the chain's end) and a new refresh token: each refresh token is used once. Presenting a used one
+// again is reuse: the whole chain (every token descended from the same exchange) is revoked. A refresh token ends with its identity, with the identity's
 // last role binding, and does not work while the identity is deactivated or holds no binding. An unknown,
 // expired, used, revoked or ended token gets one answer (UNAUTHENTICATED, REFRESH_TOKEN_INVALID), counted
 // against the caller's budget of failed exchanges. Refresh tokens are never logged nor put in an event.
@@ -341,7 +343,12 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     let refreshToken = "";
     if (offline) {
       try {
-        refreshToken = (await refreshTokens.issue({ identityUid: found.identityUid, audience: aud, upstream, notAfter: found.identityExpiresAt, restriction }, refreshTtl)).token;
+        refreshToken = (
+          await refreshTokens.issue(
+            { identityUid: found.identityUid, audience: aud, upstream, notAfter: found.identityExpiresAt, restriction, providerLogin: req.identityProvider !== "" },
+            refreshTtl,
+          )
+        ).token;
       } catch (err) {
         // The identity was deleted since it was verified: as if it had never matched.
         if (isMissingReference(err)) throw refusal(new ExternalTokenError("NOT_ACCEPTED", "the identity was deleted"), req.identity, req.identityProvider);
