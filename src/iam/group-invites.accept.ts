@@ -17,6 +17,10 @@
 // exchanged for (`act`), else this server's issuer and the identity uid (such an identity is then assumed by
 // exchanging that token naming it).
 //
+// The invite is honoured only while the identity that made it could still make it: one that was deleted took
+// its invites with it; one that is deactivated, or no longer holds the invite role's capabilities and
+// GROUP_INVITES_CREATE and ROLE_BINDINGS_CREATE on the group, has its invites refused (group-invites.service.ts).
+//
 // What accepting does, in one transaction: the caller's identity in the invite's group (one directly in the
 // group with a claim_match on exactly that issuer and subject), created when there is none (named from the
 // token's name, preferred_username or email; its email when the token says it is verified); the binding of
@@ -40,7 +44,9 @@ import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import type { IdentityRow } from "../db/schema/index.js";
-import { maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import type { GroupInviteRow } from "../db/schema/index.js";
+import { createAccess, maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
 import { canVerifyAnyIssuer } from "../kernel/auth/external.js";
 import { registry } from "../kernel/descriptors.js";
 import { failedPrecondition, invalidArgument, permissionDenied, unauthenticated } from "../kernel/errors/index.js";
@@ -55,6 +61,7 @@ import { identityFromToken, toIdentity } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { createRoleBindingStore } from "./role-bindings.store.js";
+import { createRoleStore } from "./roles.store.js";
 
 /** The one answer to every refused code (see the file comment). */
 export const INVITE_REFUSED_REASON = "INVITE_CODE_INVALID";
@@ -113,6 +120,17 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     }
   };
 
+  /** Whether the invite's maker could still make it (see the file comment); invites made before it was recorded are kept. */
+  const makerStillGrants = async (tx: Executor, invite: GroupInviteRow): Promise<boolean> => {
+    if (!invite.creatorUid) return true;
+    const grants = await deps.grants(invite.creatorUid);
+    if (!grants || grants.inactive) return false;
+    const [role] = await createRoleStore(tx).findShared([invite.roleUid]);
+    if (!role) return false;
+    const maker = createAccess({ identityUid: invite.creatorUid, homeGroup: grants.homeGroup, issuer: "", subject: "" }, grants.bindings);
+    return maker.holds(invite.groupUid, [Capability.CAP_IAM_GROUP_INVITES_CREATE, Capability.CAP_IAM_ROLE_BINDINGS_CREATE, ...(role.capabilities as Capability[])]);
+  };
+
   /** The events of what one acceptance changed, as the methods making the same changes record them. */
   const recordAcceptEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
     const changes: EventedChange[] = [];
@@ -139,6 +157,8 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     const caller = known ?? (await verifiedCaller(token));
     attempt.verified = true;
     if (invite.email !== "" && !carriesVerifiedEmail(caller.claims, invite.email)) throw new Refusal("the token does not carry the invite's email, verified");
+    // Before the transaction: the maker's grants are read as the authenticator reads them (the grants cache).
+    if (!(await makerStillGrants(db, invite))) throw new Refusal("the invite's maker is deactivated or no longer holds what making it needed");
 
     return db.transaction(async (tx) => {
       if (!(await createGroupInviteStore(tx).claim(invite))) throw new Refusal("the invite was used up or deleted meanwhile");

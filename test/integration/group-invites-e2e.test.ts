@@ -3,7 +3,8 @@
 // and then calls the API with that same token, through the binding the invite promised. Also: a single-use
 // code works once (and of concurrent accepts exactly one wins: run it on PostgreSQL too); an expired, unknown,
 // used-up or wrong-email code, and a token that does not verify, all get the very same refusal; refusals are
-// rate-limited per caller; what an acceptance changes is recorded as events, never with the code.
+// rate-limited per caller; what an acceptance changes is recorded as events, never with the code. An invite
+// is kept only while the identity that made it could still make it.
 import { and, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupInvites, identities, outboxEvents, roleBindings } from "../../src/db/schema/index.js";
@@ -11,7 +12,8 @@ import { newInviteCode } from "../../src/iam/group-invite-code.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { startFakeIssuer, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertPerson, seedWorld, type World } from "../support/world.js";
+import { newChildUid } from "../../src/kernel/uidp.js";
 
 let server: TestServer;
 let world: World;
@@ -141,6 +143,38 @@ describe("an invite, accepted by a person with no identity yet, through the API"
     expect(out.status, JSON.stringify(out.json)).toBe(200);
     const [row] = await server.database.db.select().from(identities).where(eq(identities.uid, out.json.identityUid as string));
     expect(row).toMatchObject({ parentUid: world.other, issuer: server.baseUrl, subject: world.identity.stranger });
+  });
+});
+
+describe("an invite whose maker is gone", () => {
+  /** A person who is owner of the world's organization, and a token for them. */
+  const newMaker = async () => {
+    const maker = await insertPerson(server, unique("maker"));
+    const binding = newChildUid(world.org);
+    await server.database.db.insert(roleBindings).values({ uid: binding, groupUid: world.org, identityUid: maker.uid, roleUid: managedRole("owner").uid });
+    return { ...maker, binding, token: maker.auth.authorization!.slice("Bearer ".length) };
+  };
+  const refusedCode = (out: { status: number; json: Json }) => expect(refusalOf(out)).toMatchObject({ status: 403, reason: "INVITE_CODE_INVALID" });
+
+  it("ends with the identity that made it", async () => {
+    const maker = await newMaker();
+    const made = await invite({}, server, maker.token);
+    await server.database.db.delete(identities).where(eq(identities.uid, maker.uid));
+    refusedCode(await accept(made.code, await idp.mint({ sub: unique("invitee") })));
+    expect(await server.database.db.select().from(groupInvites).where(eq(groupInvites.uid, made.uid))).toEqual([]);
+  });
+
+  it("is refused while its maker no longer holds what making it needed, or is deactivated", async () => {
+    const maker = await newMaker();
+    const made = await invite({}, server, maker.token);
+    await server.database.db.delete(roleBindings).where(eq(roleBindings.uid, maker.binding));
+    refusedCode(await accept(made.code, await idp.mint({ sub: unique("invitee") })));
+    // Bound again: the invite is good again (it was not used up by the refusal).
+    await server.database.db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: maker.uid, roleUid: managedRole("owner").uid });
+    const invitee = await idp.mint({ sub: unique("invitee") });
+    expect((await accept(made.code, invitee)).status).toBe(200);
+    await server.database.db.update(identities).set({ active: false }).where(eq(identities.uid, maker.uid));
+    refusedCode(await accept(made.code, await idp.mint({ sub: unique("invitee") })));
   });
 });
 
