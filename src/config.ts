@@ -58,7 +58,7 @@ export interface Config {
    * production no client secret can be stored (providers using PKCE only still work).
    */
   idpSecretKey: Uint8Array | undefined;
-  /** REFRESH_TOKEN_TTL_HOURS: lifetime of a refresh token of the token exchange, from its issue (default 720: 30 days). */
+  /** REFRESH_TOKEN_TTL_HOURS: lifetime of a refresh token chain of the token exchange, from the exchange that started it (default 720: 30 days). */
   refreshTokenTtlSeconds: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /**

@@ -2,11 +2,12 @@
 // verification and capability checks read of identities, roles and role bindings, and the one thing they
 // write (an identity's lastSeenTime). A deactivated identity (SCIM active=false) is granted nothing and
 // assumed by no external token: it cannot call, nor be exchanged for, until it is reactivated.
-import { and, asc, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { identities, roleBindings, roles } from "../db/schema/index.js";
 import type { AssumableIdentity, IdentityDirectory } from "../kernel/auth/directory.js";
 import { log } from "../kernel/log.js";
+import { ancestorsOf } from "../kernel/uidp.js";
 import { hotStatement } from "../kernel/prepared-rows.js";
 import { relationshipOf } from "./identities.mapper.js";
 
@@ -44,12 +45,25 @@ export function createIdentityDirectory(db: Db): IdentityDirectory {
       };
     },
 
-    async withIssuerAndSubject(issuer, subject, limit) {
+    async withIssuerAndSubject(issuer, subject, limit, within) {
+      const homes = within === undefined ? undefined : [...ancestorsOf(within), within];
       const rows = await db
         .select(assumableColumns)
         .from(identities)
-        .where(and(eq(identities.issuer, issuer), eq(identities.subject, subject), eq(identities.active, true)))
-        .orderBy(sql`${identities.parentUid} is not null`, asc(identities.createTime), asc(identities.uid))
+        .where(
+          and(
+            eq(identities.issuer, issuer),
+            eq(identities.subject, subject),
+            eq(identities.active, true),
+            homes ? or(isNull(identities.parentUid), inArray(identities.parentUid, homes)) : undefined,
+          ),
+        )
+        .orderBy(
+          sql`${identities.parentUid} is not null`,
+          ...(homes ? [sql`length(${identities.parentUid})`] : []),
+          asc(identities.createTime),
+          asc(identities.uid),
+        )
         .limit(limit);
       return rows.map(assumable);
     },

@@ -17,6 +17,10 @@
 // exchanged for (`act`), else this server's issuer and the identity uid (such an identity is then assumed by
 // exchanging that token naming it).
 //
+// The invite is honoured only while the identity that made it could still make it: one that was deleted took
+// its invites with it; one that is deactivated, or no longer holds the invite role's capabilities and
+// GROUP_INVITES_CREATE and ROLE_BINDINGS_CREATE on the group, has its invites refused (group-invites.service.ts).
+//
 // What accepting does, in one transaction: the caller's identity in the invite's group (one directly in the
 // group with a claim_match on exactly that issuer and subject), created when there is none (named from the
 // token's name, preferred_username or email; its email when the token says it is verified); the binding of
@@ -30,8 +34,8 @@
 // expired or used-up code, for an invite naming an email the token does not carry verified, for a token
 // that does not verify, and for a caller whose identity in the group a SCIM client deactivated: nothing
 // tells a code that exists from one that does not. Refusals count against the caller's failure budget
-// (kernel/rate-limit.ts: by token issuer and subject, and by address); a caller over it is refused with
-// RESOURCE_EXHAUSTED before its code is looked at.
+// (kernel/rate-limit.ts: by address, and by token issuer and subject once the token has verified); a caller
+// over it is refused with RESOURCE_EXHAUSTED before its code is looked at.
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { decodeJwt, type JWTPayload } from "jose";
@@ -40,12 +44,14 @@ import { GroupInvitesService } from "../../gen/chainguard/platform/iam/v2/group_
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import type { IdentityRow } from "../db/schema/index.js";
-import { maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import type { GroupInviteRow } from "../db/schema/index.js";
+import { createAccess, maybeAccessOf, presentedTokenKey } from "../kernel/auth/index.js";
 import { canVerifyAnyIssuer } from "../kernel/auth/external.js";
 import { registry } from "../kernel/descriptors.js";
 import { failedPrecondition, invalidArgument, permissionDenied, unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
-import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
+import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import type { Executor } from "../kernel/store.js";
 import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
@@ -55,6 +61,7 @@ import { identityFromToken, toIdentity } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { createRoleBindingStore } from "./role-bindings.store.js";
+import { createRoleStore } from "./roles.store.js";
 
 /** The one answer to every refused code (see the file comment). */
 export const INVITE_REFUSED_REASON = "INVITE_CODE_INVALID";
@@ -113,6 +120,17 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     }
   };
 
+  /** Whether the invite's maker could still make it (see the file comment); invites made before it was recorded are kept. */
+  const makerStillGrants = async (tx: Executor, invite: GroupInviteRow): Promise<boolean> => {
+    if (!invite.creatorUid) return true;
+    const grants = await deps.grants(invite.creatorUid);
+    if (!grants || grants.inactive) return false;
+    const [role] = await createRoleStore(tx).findShared([invite.roleUid]);
+    if (!role) return false;
+    const maker = createAccess({ identityUid: invite.creatorUid, homeGroup: grants.homeGroup, issuer: "", subject: "" }, grants.bindings);
+    return maker.holds(invite.groupUid, [Capability.CAP_IAM_GROUP_INVITES_CREATE, Capability.CAP_IAM_ROLE_BINDINGS_CREATE, ...(role.capabilities as Capability[])]);
+  };
+
   /** The events of what one acceptance changed, as the methods making the same changes record them. */
   const recordAcceptEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
     const changes: EventedChange[] = [];
@@ -129,13 +147,18 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     await recordEvents(tx, changes, { actor, source: ACCEPT_PATH }, registry);
   };
 
-  const accept = async (ctx: HandlerContext, token: string, code: string) => {
+  /** `attempt.verified` is set once the token has verified (the interceptor's, or verifiedCaller). */
+  const accept = async (ctx: HandlerContext, token: string, code: string, attempt: { verified: boolean }) => {
     if (code.length > MAX_INVITE_CODE_LENGTH) throw new Refusal("code too long");
     const known = authenticatedCaller(ctx, token);
+    attempt.verified = known !== undefined;
     const invite = await createGroupInviteStore(db).findLive(inviteCodeHash(code));
     if (!invite) throw new Refusal("no live invite has this code");
     const caller = known ?? (await verifiedCaller(token));
+    attempt.verified = true;
     if (invite.email !== "" && !carriesVerifiedEmail(caller.claims, invite.email)) throw new Refusal("the token does not carry the invite's email, verified");
+    // Before the transaction: the maker's grants are read as the authenticator reads them (the grants cache).
+    if (!(await makerStillGrants(db, invite))) throw new Refusal("the invite's maker is deactivated or no longer holds what making it needed");
 
     return db.transaction(async (tx) => {
       if (!(await createGroupInviteStore(tx).claim(invite))) throw new Refusal("the invite was used up or deleted meanwhile");
@@ -166,15 +189,16 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
       const who = callerOf(ctx, token);
       failures.check(who);
       if (req.code === "") throw invalidArgument({ field: "code", description: "is required" });
+      const attempt = { verified: false };
       try {
-        return await accept(ctx, token, req.code);
+        return await accept(ctx, token, req.code, attempt);
       } catch (err) {
         if (err instanceof Refusal) {
           log.debug("invite acceptance refused", { why: err.message, cause: err.cause });
-          failures.failed(who);
+          failures.failed(provenCaller(who, attempt.verified));
           throw refused();
         }
-        if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(who);
+        if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(provenCaller(who, attempt.verified));
         throw err;
       }
     },

@@ -14,6 +14,11 @@
 //   created event (debug_redact). key_id is the code's public part (see group-invite-code.ts).
 // - List: uidp, key_id (exact, 16 hex), the common parameters; default order newest first.
 // - An invite is immutable (the contract has no update). A single-use invite is deleted when accepted.
+// - The identity that made it is recorded (not part of the contract message). Deleting that identity deletes
+//   its invites; while it is deactivated, or no longer holds what making the invite needed (the role's
+//   capabilities, GROUP_INVITES_CREATE and ROLE_BINDINGS_CREATE on the group), the invite is refused at
+//   acceptance (group-invites.accept.ts): a promise of a binding is kept only while its maker could still
+//   make that binding.
 import { create } from "@bufbuild/protobuf";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -95,6 +100,7 @@ export function groupInvitesBindings(deps: DomainDeps): ServiceBinding[] {
           singleUse: invite.singleUse,
           codeHash: inviteCodeHash(code),
           keyId,
+          creatorUid: accessOf(ctx).principal.identityUid,
         },
       ]);
       const created = toGroupInvite(row!, role);

@@ -2,12 +2,15 @@
 // caller that keeps failing is refused with RESOURCE_EXHAUSTED and a RetryInfo saying when to try again,
 // before any work (signature checks, discovery fetches, database reads) is done for it.
 //
-// A caller is counted under every key it presents:
-//   subject   the issuer and subject of its bearer token, when the token decodes. Not verified: only a key to
-//             count by (a failed token is by definition one that did not verify), never trusted otherwise.
+// A caller is known by two keys:
+//   subject   the issuer and subject of its bearer token, when the token decodes.
 //   address   the TCP peer of its connection, as the server recorded it (peer.ts), never a header.
-// A failure counts against each key, and a request is refused when any key is over its budget. By subject
-// alone, a forger would evade the limit by changing `sub` on every try; by address alone, one bad client
+// A request is refused when any of its keys is over its budget. A failure counts against the address
+// always, and against the subject only when the token's signature verified before it was refused
+// (provenCaller): anyone can write a token claiming someone else's issuer and subject, and were such
+// tokens counted by the subject they claim, ten of them would lock that person's genuine tokens out for as
+// long as the forger kept sending. A forger is counted by address; the subject budget limits what the
+// holder of a genuine token can do wrong, from however many addresses. By address alone, one bad client
 // behind a shared NAT or proxy would lock out the others sooner: the address budget is the larger one.
 //
 // Each key has a token bucket: `burst` failures at once, refilled at `perMinute`. Successes cost nothing.
@@ -129,6 +132,14 @@ export function createFailureLimiter(opts: FailureLimiterOptions): FailureLimite
       if (caller.address) addresses.take(caller.address);
     },
   };
+}
+
+/**
+ * The caller as a failure counts it: under its token's subject only when `signatureVerified` (see the
+ * file comment), else under its address alone.
+ */
+export function provenCaller(caller: Caller, signatureVerified: boolean): Caller {
+  return signatureVerified ? caller : { address: caller.address };
 }
 
 /**

@@ -13,7 +13,7 @@ import { createErrorBoundary } from "../kernel/errors/index.js";
 import { createListPlanner } from "../kernel/list/index.js";
 import { createUnitOfWork } from "../kernel/unit-of-work.js";
 import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type IdentityDirectory, type KeyStore } from "../kernel/auth/index.js";
-import { createGrantsCache } from "../kernel/auth/grants-cache.js";
+import { createGrantsCache, type GrantsCache } from "../kernel/auth/grants-cache.js";
 import { canAssume, createExternalVerifier } from "../kernel/auth/external.js";
 import { createOidcRoutes } from "./oidc-routes.js";
 import { createDocsRoutes } from "./docs-routes.js";
@@ -144,13 +144,15 @@ export function domainBindings(domain: DomainDeps): ServiceBinding[] {
  * override, or (a service no domain builds yet) none, whose methods answer UNIMPLEMENTED with ErrorInfo on
  * every protocol. Domains add their bindings here.
  */
-function serviceBindings(deps: AppDeps, external: ExternalVerifier, grantsChanged: () => void): ServiceBinding[] {
+function serviceBindings(deps: AppDeps, external: ExternalVerifier, grants: GrantsCache): ServiceBinding[] {
+  const grantsChanged = grants.clear;
   const domain: DomainDeps = {
     db: deps.database.db,
     lists: createListPlanner({ secret: deps.pageTokenSecret }),
     issuerUrl: deps.issuerUrl,
     keys: deps.keys,
     external,
+    grants: grants.get,
     // Logins through identity providers verify ID tokens with the same verifier (its discovery and key caches).
     providerLogin: canAssume(external) ? createProviderLogin({ db: deps.database.db, verifier: external, grantsChanged }) : undefined,
     rateLimits: deps.rateLimits,
@@ -223,7 +225,7 @@ export function createApp(deps: AppDeps): App {
     readMaxBytes: limits.maxRequestBytes,
     jsonOptions: { registry },
   });
-  const bindings = serviceBindings(deps, external, grants.clear);
+  const bindings = serviceBindings(deps, external, grants);
   registerServices(router, bindings);
 
   const health = createHealth();

@@ -1,7 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
-import type { ExternalVerifier, KeyStore, ProviderLogin } from "../kernel/auth/index.js";
+import type { ExternalVerifier, IdentityGrants, KeyStore, ProviderLogin } from "../kernel/auth/index.js";
 import type { SinkPolicy } from "../events/sinks.js";
 import type { ListPlanner } from "../kernel/list/index.js";
 import type { SecretBox } from "../iam/secret-box.js";
@@ -40,6 +40,8 @@ export interface DomainDeps {
   issuerUrl: string;
   keys: KeyStore;
   external: ExternalVerifier | undefined;
+  /** An identity's home group and role bindings, as the authenticator reads them (the grants cache). */
+  grants: (identityUid: string) => Promise<IdentityGrants | undefined>;
   /** Login through an organization's identity provider (the token exchange's `identity_provider`). */
   providerLogin?: ProviderLogin | undefined;
   /**
@@ -53,7 +55,7 @@ export interface DomainDeps {
   secretBox: SecretBox;
   /** Whether an identity provider may name a loopback issuer over plain http (development: kernel/outbound.ts). */
   allowInsecureLoopbackIssuers: boolean;
-  /** Lifetime of a refresh token of the token exchange, from its issue. Default 30 days (sts/refresh-tokens.store.ts). */
+  /** Lifetime of a refresh token chain of the token exchange, from the exchange that started it. Default 30 days (sts/refresh-tokens.store.ts). */
   refreshTokenTtlSeconds?: number | undefined;
   /** The documents an organization may accept, and the methods needing them (config.ts TERMS_*). */
   terms: TermsSettings;

@@ -6,17 +6,27 @@
 // row claims it and the others find it used, which is reuse. Reuse revokes every token of the chain, the
 // one just issued to the winner included, in its own committed transaction (the refusal that follows must
 // not roll it back): a stolen token and its legitimate holder cannot be told apart, so neither keeps going.
+//
+// Lifetime. A chain ends a fixed time (the refresh token lifetime) after the exchange that started it: each
+// rotation issues a token that expires at the same end, never later, so using a chain does not keep it
+// alive forever. A chain started by a login through an identity provider also records the bindings the
+// provider's group mappings gave the identity at that login; it ends at the first refresh that finds them
+// changed (a later login with other groups, a mapping removed or its bindings deleted), so the person logs in
+// again and the provider's groups are read afresh. The server learns of group changes at the provider only
+// from a login, so a removal from a provider's group takes effect at the next login (on any device), and at
+// the latest when the chain ends.
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { and, eq, gt, isNull, or, sql } from "drizzle-orm";
+import { and, eq, gt, isNotNull, isNull, or, sql } from "drizzle-orm";
 import type { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import type { Db } from "../db/client.js";
 import { identities, refreshTokens, roleBindings } from "../db/schema/index.js";
 import type { TokenRestriction } from "../kernel/auth/index.js";
 import { log } from "../kernel/log.js";
+import type { Executor } from "../kernel/store.js";
 
 export const REFRESH_TOKEN_PREFIX = "cgrt_";
 
-/** The default lifetime of a refresh token: 30 days from its issue (each rotation issues a fresh one). */
+/** The default lifetime of a refresh token chain: 30 days from the exchange that started it. */
 export const DEFAULT_REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
 
 /** Longest token looked up; a longer one is unknown without hashing it. */
@@ -30,10 +40,12 @@ export interface RefreshBinding {
   /** The access tokens' audience as asked; empty: this server's issuer URL. */
   audience: string[];
   upstream: { issuer: string; subject: string };
-  /** Seconds since the epoch that nothing of the chain outlives; undefined: no cap. */
+  /** Seconds since the epoch that nothing of the chain outlives (besides its lifetime); undefined: no cap. */
   notAfter?: number | undefined;
   /** What the chain's access tokens are restricted to (the exchange's scopes and cap); undefined: nothing. */
   restriction?: TokenRestriction | undefined;
+  /** A login through an identity provider: the chain ends when the identity's mapped bindings change. */
+  providerLogin?: boolean | undefined;
 }
 
 export interface IssuedRefreshToken {
@@ -42,7 +54,7 @@ export interface IssuedRefreshToken {
 }
 
 /** Why a presented token was refused. Callers answer all of them alike (no oracle). */
-export type RefreshRefusal = "unknown" | "expired" | "reused" | "revoked" | "identity-inactive" | "identity-unbound";
+export type RefreshRefusal = "unknown" | "expired" | "reused" | "revoked" | "identity-inactive" | "identity-unbound" | "mapped-roles-changed";
 
 export class RefreshRefused extends Error {
   constructor(
@@ -77,6 +89,17 @@ function expiry(ttlSeconds: number, notAfter: Date | null): Date {
   const end = Date.now() + ttlSeconds * 1000;
   return new Date(notAfter ? Math.min(end, notAfter.getTime()) : end);
 }
+
+/** The identity's bindings made by group mappings, as "<role uid>@<group uid>", sorted. */
+async function mappedRolesOf(ex: Executor, identityUid: string): Promise<string[]> {
+  const rows = await ex
+    .select({ roleUid: roleBindings.roleUid, groupUid: roleBindings.groupUid })
+    .from(roleBindings)
+    .where(and(eq(roleBindings.identityUid, identityUid), isNotNull(roleBindings.mappingUid)));
+  return rows.map((r) => `${r.roleUid}@${r.groupUid}`).sort();
+}
+
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 
 export function createRefreshTokenStore(db: Db): RefreshTokenStore {
   /** Expired rows are deleted a batch at a time whenever a token is issued; locked ones are left for later. */
@@ -117,9 +140,11 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
   return {
     async issue(binding, ttlSeconds) {
       const token = newToken();
-      const notAfter = binding.notAfter !== undefined ? new Date(binding.notAfter * 1000) : null;
+      // The chain's end: its lifetime from now, or the identity's own expiry when sooner.
+      const notAfter = expiry(ttlSeconds, binding.notAfter !== undefined ? new Date(binding.notAfter * 1000) : null);
       const id = randomUUID();
-      const expireTime = expiry(ttlSeconds, notAfter);
+      const expireTime = notAfter;
+      const mappedRoles = binding.providerLogin ? await mappedRolesOf(db, binding.identityUid) : null;
       await db.insert(refreshTokens).values({
         id,
         chainId: id,
@@ -130,6 +155,7 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
         scopes: binding.restriction?.scopes ? [...binding.restriction.scopes] : null,
         capabilities: binding.restriction?.capabilities ? [...binding.restriction.capabilities] : null,
         notAfter,
+        mappedRoles,
         tokenHash: refreshTokenHash(token),
         expireTime,
       });
@@ -137,10 +163,11 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
       return { token, expireTime };
     },
 
-    async rotate(token, ttlSeconds, use) {
+    async rotate<T>(token: string, ttlSeconds: number, use: (row: RefreshTokenRow) => Promise<T>) {
       if (token.length > MAX_REFRESH_TOKEN_CHARS || !token.startsWith(REFRESH_TOKEN_PREFIX)) throw new RefreshRefused("unknown");
       const hash = refreshTokenHash(token);
-      const out = await db.transaction(async (tx) => {
+      type Rotated = { result: T; next: IssuedRefreshToken } | { ended: { identityUid: string; chainId: string } } | undefined;
+      const out = await db.transaction(async (tx): Promise<Rotated> => {
         const [row] = await tx
           .update(refreshTokens)
           .set({ usedTime: sql`now()` })
@@ -162,10 +189,14 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
         if (!identity?.active) throw new RefreshRefused("identity-inactive", found);
         const [binding] = await tx.select({ uid: roleBindings.uid }).from(roleBindings).where(eq(roleBindings.identityUid, row.identityUid)).limit(1).for("key share");
         if (!binding) throw new RefreshRefused("identity-unbound", found);
+        // The roles the provider's groups gave at the login changed: the chain ends (after this commits).
+        if (row.mappedRoles && !sameList(row.mappedRoles, await mappedRolesOf(tx, row.identityUid))) return { ended: found };
 
-        const result = await use(row);
+        // A chain started before every chain had an end gets one now.
+        const notAfter = row.notAfter ?? expiry(ttlSeconds, null);
+        const result = await use({ ...row, notAfter });
         const next = newToken();
-        const expireTime = expiry(ttlSeconds, row.notAfter);
+        const expireTime = expiry(ttlSeconds, notAfter);
         await tx.insert(refreshTokens).values({
           chainId: row.chainId,
           identityUid: row.identityUid,
@@ -174,13 +205,20 @@ export function createRefreshTokenStore(db: Db): RefreshTokenStore {
           upstreamSubject: row.upstreamSubject,
           scopes: row.scopes,
           capabilities: row.capabilities,
-          notAfter: row.notAfter,
+          notAfter,
+          mappedRoles: row.mappedRoles,
           tokenHash: refreshTokenHash(next),
           expireTime,
         });
         return { result, next: { token: next, expireTime } };
       });
       if (!out) throw await refusal(hash);
+      if ("ended" in out) {
+        const { ended } = out;
+        await revokeChain(ended.chainId);
+        log.info("refresh token chain ended: the roles mapped from the provider's groups changed since the login", ended);
+        throw new RefreshRefused("mapped-roles-changed", ended);
+      }
       await prune();
       return out;
     },

@@ -5,10 +5,11 @@
 // Authorization: Bearer header. The caller names the identity to assume in `identity`; the token must satisfy
 // that identity's relationship (ClaimMatch with patterns, audience and claims, or StaticKeys). With no
 // `identity`, the identities the token assumes by exact issuer and subject, as on a direct API call: the
-// only one, or the only root-level one (a person's own, which no organization can create); when several
-// organizations gave the token an identity, FAILED_PRECONDITION (IDENTITY_AMBIGUOUS) lists them, one
-// PreconditionFailure violation each with the identity uid as its subject, and the caller exchanges again
-// naming one. Nobody loses access because another organization created an identity for them.
+// only one, the only root-level one (a person's own, which no organization can create), or the only one the
+// token's holder could see (kernel/auth/access.ts chooseCandidate); otherwise FAILED_PRECONDITION
+// (IDENTITY_AMBIGUOUS) lists those the holder could see, one PreconditionFailure violation each with the
+// identity uid as its subject, and the caller exchanges again naming one. Nobody loses access because
+// another organization created identities for them, nor learns of identities they cannot read.
 //
 // With `identity_provider` (the uid of an organization's identity provider), the token is an ID token of that
 // provider: the IAM domain verifies it against the provider's issuer and client id, finds or creates the
@@ -24,12 +25,14 @@
 //
 // Refresh tokens. A caller asks Exchange for one as OIDC does: the scope `offline_access`, in `scope` or in
 // `scopes`. The answer's `refresh_token` then holds an opaque token bound to the identity, the access token's
-// audience and its restriction (a refresh asking for other scopes or capabilities is refused), valid
-// for 30 days by default (REFRESH_TOKEN_TTL_HOURS), and capped like the access token at a StaticKeys
-// identity's expiration_time. ExchangeRefreshToken takes it as the bearer (Authorization: Bearer <refresh
-// token>) and answers a new access token (one hour, same identity, audience, `act` and restriction) and a new refresh
-// token: each refresh token is used once. Presenting a used one again is reuse: the whole chain (every token
-// descended from the same exchange) is revoked. A refresh token ends with its identity, with the identity's
+// audience and its restriction (a refresh asking for other scopes or capabilities is refused); its chain (it
+// and every token rotated from it) ends 30 days after this exchange by default (REFRESH_TOKEN_TTL_HOURS),
+// however often it is used, and no later than a StaticKeys identity's expiration_time. A chain started by a
+// login through an identity provider also ends when the roles the provider's groups gave at that login
+// change (refresh-tokens.store.ts). ExchangeRefreshToken takes it as the bearer (Authorization: Bearer
+// <refresh token>) and answers a new access token (one hour, same identity, audience, `act` and restriction,
+// never past the chain's end) and a new refresh token: each refresh token is used once. Presenting a used one
+// again is reuse: the whole chain (every token descended from the same exchange) is revoked. A refresh token ends with its identity, with the identity's
 // last role binding, and does not work while the identity is deactivated or holds no binding. An unknown,
 // expired, used, revoked or ended token gets one answer (UNAUTHENTICATED, REFRESH_TOKEN_INVALID), counted
 // against the caller's budget of failed exchanges. Refresh tokens are never logged nor put in an event.
@@ -44,18 +47,17 @@ import { SecurityTokenService, type ExchangeRefreshTokenRequest, type ExchangeRe
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import {
   capabilityByName,
-  identityAmbiguous,
+  chooseCandidate,
   MAX_RESTRICTION_SCOPES,
   mintToken,
   readAuthorization,
   restrictionClaims,
-  soleCandidate,
   type TokenRestriction,
 } from "../kernel/auth/index.js";
 import { canAssume, ExternalTokenError, type ExternalAssumption } from "../kernel/auth/external.js";
 import { failedPrecondition, invalidArgument, isMissingReference, unauthenticated, type FieldViolation } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
-import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS } from "../kernel/rate-limit.js";
+import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import { isGroupUid, isValidUid } from "../kernel/uidp.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { createRefreshTokenStore, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, RefreshRefused, restrictionOfRow, type RefreshTokenRow } from "./refresh-tokens.store.js";
@@ -185,32 +187,43 @@ function refusal(err: unknown, identity: string, provider: string): Error {
   }
 }
 
+/** One exchange as the failure limiter sees it: whether the presented token's signature has verified. */
+interface Attempt {
+  verified: boolean;
+}
+
 export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityTokenService> {
   // Refused exchanges (UNAUTHENTICATED) are counted per caller; a caller over its budget is refused with
-  // RESOURCE_EXHAUSTED before its token is looked at (kernel/rate-limit.ts).
+  // RESOURCE_EXHAUSTED before its token is looked at (kernel/rate-limit.ts). A refusal counts against the
+  // token's issuer and subject only once its signature verified (a forged token claiming someone's subject
+  // must not lock that person out), else against the address alone.
   // Refused refreshes count against the same budgets: a refresh token is a credential to guess as well. Being
   // opaque, it counts by the caller's address only.
   const failures = createFailureLimiter({ what: "failed token exchanges", ...(deps.rateLimits?.exchangeFailures ?? DEFAULT_RATE_LIMITS.exchangeFailures) });
   const refreshTokens = createRefreshTokenStore(deps.db);
   const refreshTtl = deps.refreshTokenTtlSeconds ?? DEFAULT_REFRESH_TOKEN_TTL_SECONDS;
 
-  /** Runs `fn` for a caller within its budget, counting an UNAUTHENTICATED answer as a failure. */
-  async function limited<T>(ctx: HandlerContext, fn: (token: string | undefined) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` for a caller within its budget, counting an UNAUTHENTICATED answer as a failure; `fn` sets
+   * `attempt.verified` once the token's signature has verified.
+   */
+  async function limited<T>(ctx: HandlerContext, fn: (token: string | undefined, attempt: Attempt) => Promise<T>): Promise<T> {
     const auth = readAuthorization(ctx.requestHeader);
     const token = auth.kind === "bearer" ? auth.token : undefined;
     const caller = callerOf(ctx, token);
     failures.check(caller);
+    const attempt: Attempt = { verified: false };
     try {
       if (auth.kind === "malformed") throw auth.error;
-      return await fn(token);
+      return await fn(token, attempt);
     } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(caller);
+      if (err instanceof ConnectError && err.code === Code.Unauthenticated) failures.failed(provenCaller(caller, attempt.verified));
       throw err;
     }
   }
 
   return {
-    exchange: (req: ExchangeRequest, ctx: HandlerContext) => limited(ctx, (token) => exchange(req, token)),
+    exchange: (req: ExchangeRequest, ctx: HandlerContext) => limited(ctx, (token, attempt) => exchange(req, token, attempt)),
     exchangeRefreshToken: (req: ExchangeRefreshTokenRequest, ctx: HandlerContext) => limited(ctx, (token) => refresh(req, token)),
   };
 
@@ -249,10 +262,10 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     }
   }
 
-  async function exchange(req: ExchangeRequest, token: string | undefined) {
+  async function exchange(req: ExchangeRequest, token: string | undefined, attempt: Attempt) {
     if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
     const asked = validate(req, deps.issuerUrl);
-    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token), asked);
+    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token, attempt), asked);
     const verifier = deps.external;
     if (!canAssume(verifier)) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
@@ -270,24 +283,42 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
           throw new ExternalTokenError("TOKEN_INVALID", "not a JWT", { cause: err });
         }
         if (typeof iss !== "string" || iss === "") throw new ExternalTokenError("TOKEN_INVALID", "no issuer");
-        const candidates = await verifier.verify(token, iss);
-        const sole = soleCandidate(candidates, (c) => c.homeGroup === undefined);
-        if (!sole) throw identityAmbiguous(candidates.map((c) => c.identityUid), "exchange again naming it in `identity`");
-        found = sole;
+        found = await chooseAssumption(await verifier.verify(token, iss));
       }
     } catch (err) {
+      if (err instanceof ExternalTokenError && err.signatureVerified) attempt.verified = true;
       throw refusal(err, req.identity, "");
     }
+    attempt.verified = true;
     return mint(req, found, asked);
   }
 
-  async function providerLogin(providerUid: string, token: string): Promise<ExternalAssumption> {
+  /** Of the identities a token assumes by exact issuer and subject, the one an exchange naming none takes. */
+  async function chooseAssumption(candidates: ExternalAssumption[]): Promise<ExternalAssumption> {
+    if (candidates.length === 1) return candidates[0]!;
+    const withGrants = await Promise.all(
+      candidates.map(async (c) => {
+        const grants = await deps.grants(c.identityUid);
+        return grants && !grants.inactive
+          ? { assumption: c, bindings: grants.bindings, principal: { identityUid: c.identityUid, homeGroup: c.homeGroup, issuer: c.issuer, subject: c.subject } }
+          : undefined;
+      }),
+    );
+    const remaining = withGrants.filter((c) => c !== undefined);
+    if (remaining.length === 0) throw new ExternalTokenError("NOT_ACCEPTED", "the identities were deleted", { signatureVerified: true });
+    return chooseCandidate(remaining, "exchange again naming it in `identity`").assumption;
+  }
+
+  async function providerLogin(providerUid: string, token: string, attempt: Attempt): Promise<ExternalAssumption> {
     if (!deps.providerLogin) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for identity providers' tokens" });
     }
     try {
-      return await deps.providerLogin.login(providerUid, token);
+      const found = await deps.providerLogin.login(providerUid, token);
+      attempt.verified = true;
+      return found;
     } catch (err) {
+      if (err instanceof ExternalTokenError && err.signatureVerified) attempt.verified = true;
       throw refusal(err, "", providerUid);
     }
   }
@@ -312,7 +343,12 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     let refreshToken = "";
     if (offline) {
       try {
-        refreshToken = (await refreshTokens.issue({ identityUid: found.identityUid, audience: aud, upstream, notAfter: found.identityExpiresAt, restriction }, refreshTtl)).token;
+        refreshToken = (
+          await refreshTokens.issue(
+            { identityUid: found.identityUid, audience: aud, upstream, notAfter: found.identityExpiresAt, restriction, providerLogin: req.identityProvider !== "" },
+            refreshTtl,
+          )
+        ).token;
       } catch (err) {
         // The identity was deleted since it was verified: as if it had never matched.
         if (isMissingReference(err)) throw refusal(new ExternalTokenError("NOT_ACCEPTED", "the identity was deleted"), req.identity, req.identityProvider);

@@ -13,10 +13,11 @@ import { PreconditionFailureSchema } from "../../gen/google/rpc/error_details_pb
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { MAX_TOKEN_BYTES, mintToken } from "../../src/kernel/auth/index.js";
+import { MAX_CANDIDATE_IDENTITIES } from "../../src/kernel/auth/external.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startFakeIssuer, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertClaimMatches, seedWorld, type World } from "../support/world.js";
 import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 let server: TestServer;
@@ -28,6 +29,9 @@ let external: { uid: string; subject: string };
 // world's organization's: the token keeps working in the world's organization, and acts as B's in B.
 let orgB: World;
 let shared: { subject: string; home: string; foreign: string };
+// Squatting: another organization made MAX_CANDIDATE_IDENTITIES identities for a guessable subject before
+// the world's organization made its own (`late`), or after it (`early`).
+const squat = { late: "", early: "", squatters: [] as string[] };
 const t: Record<string, string> = {};
 
 beforeAll(async () => {
@@ -66,6 +70,22 @@ beforeAll(async () => {
     await server.database.db.insert(roleBindings).values({ uid: newChildUid(org), groupUid: org, identityUid: uid, roleUid: managedRole("viewer").uid });
   }
   t.shared = await idp.mint({ sub: shared.subject });
+
+  const squatter = (await seedWorld(server, "squatter")).org;
+  const before = new Date(Date.now() - 3_600_000);
+  const squatted = { issuer: idp.url, parent: squatter, count: MAX_CANDIDATE_IDENTITIES };
+  squat.squatters.push(...(await insertClaimMatches(server, { ...squatted, subject: "repo:acme/late:ref:refs/heads/main", createTime: before })));
+  squat.late = (await insertClaimMatches(server, { issuer: idp.url, subject: "repo:acme/late:ref:refs/heads/main", parent: world.org, bindOn: world.org }))[0]!;
+  squat.early = (await insertClaimMatches(server, {
+    issuer: idp.url,
+    subject: "repo:acme/early:ref:refs/heads/main",
+    parent: world.org,
+    bindOn: world.org,
+    createTime: new Date(before.getTime() - 60_000),
+  }))[0]!;
+  squat.squatters.push(...(await insertClaimMatches(server, { ...squatted, subject: "repo:acme/early:ref:refs/heads/main", createTime: before })));
+  t.late = await idp.mint({ sub: "repo:acme/late:ref:refs/heads/main" });
+  t.early = await idp.mint({ sub: "repo:acme/early:ref:refs/heads/main" });
 
   const now = Math.floor(Date.now() / 1000);
   const { privateKey: strayKey } = await generateKeyPair("ES256");
@@ -239,6 +259,30 @@ describe.each(protocols)("Authentication with a token two organizations gave an 
     assertError(protocol, out.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS" });
     const subjects = detail(out.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
     expect(subjects.sort()).toEqual([shared.home, shared.foreign].sort());
+  });
+});
+
+describe.each(protocols)("Authentication with a token another organization made many identities for [%s]", (protocol: Protocol) => {
+  it("acts in the organization as its own identity, however many others match and whenever they were made", async () => {
+    for (const token of ["late", "early"]) {
+      for (const uid of [world.org, world.team]) {
+        const out = await call(protocol, server.baseUrl, GroupsService.method.getGroup, { uid }, bearer(token)());
+        expect(out.error, `${token} ${uid}: ${out.error?.message}`).toBeUndefined();
+        expect(out.message!.uid).toBe(uid);
+      }
+    }
+  });
+
+  it("for a call that names no scope, takes the only identity its holder could see, and never names the others", async () => {
+    // Acts as the organization's identity: confined to the organization, it is no person with a verified
+    // email, so LookupGroup finds nothing for it (NOT_FOUND) rather than asking which identity.
+    const early = await call(protocol, server.baseUrl, GroupsService.method.lookupGroup, {}, bearer("early")());
+    assertError(protocol, early.error!, { code: Code.NotFound });
+    const late = await call(protocol, server.baseUrl, GroupsService.method.lookupGroup, {}, bearer("late")());
+    assertError(protocol, late.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS" });
+    const named = detail(late.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
+    expect(named.filter((uid) => squat.squatters.includes(uid))).toEqual([]);
+    expect(late.error!.message).not.toMatch(new RegExp(squat.squatters[0]!));
   });
 });
 

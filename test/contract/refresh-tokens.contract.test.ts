@@ -308,7 +308,28 @@ describe("Refused refreshes count against the budget of refused exchanges", () =
   });
 });
 
-describe("the refresh token's lifetime is configurable", () => {
+describe("a refresh token chain's lifetime", () => {
+  it.each(["connect-json", "rest"] as const)("ends a fixed time after the exchange that started it, however often it is used [%s]", async (protocol) => {
+    const brief = await startTestServer({ refreshTokenTtlSeconds: 4 });
+    try {
+      const org = (await seedWorld(brief, "brief")).org;
+      const who = await newIdentity(brief, org);
+      const started = Date.now();
+      const raw = await exchangeOffline(protocol, who.token, { scope: "offline_access" }, brief);
+      await new Promise((r) => setTimeout(r, 2000));
+      const out = await call(protocol, brief.baseUrl, exchangeRefresh, {}, bearer(raw.refreshToken));
+      expect(out.error?.message).toBeUndefined();
+      // Not four seconds from this rotation: the chain's end, four seconds from the exchange.
+      const end = timestampDate(out.message!.refreshToken!.expiry!).getTime();
+      expect(end).toBeLessThanOrEqual(started + 4000 + 1000);
+      expect(timestampDate(out.message!.token!.expiry!).getTime()).toBeLessThanOrEqual(end);
+      await new Promise((r) => setTimeout(r, Math.max(0, end - Date.now()) + 500));
+      assertError(protocol, (await call(protocol, brief.baseUrl, exchangeRefresh, {}, bearer(out.message!.refreshToken!.token))).error!, refused);
+    } finally {
+      await brief.close();
+    }
+  });
+
   it("REFRESH_TOKEN_TTL_HOURS (refreshTokenTtlSeconds): the exchange's and each rotation's", async () => {
     const short = await startTestServer({ refreshTokenTtlSeconds: 3600 });
     try {

@@ -15,10 +15,11 @@ import { BadRequestSchema, PreconditionFailureSchema, RetryInfoSchema } from "..
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { identities, roleBindings } from "../../src/db/schema/index.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
-import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
+import { newChildUid } from "../../src/kernel/uidp.js";
 import { startFakeIssuer, staticKeyPair, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertClaimMatches, seedWorld, type World } from "../support/world.js";
+import { MAX_CANDIDATE_IDENTITIES } from "../../src/kernel/auth/external.js";
 import { assertError, call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
 
 const exchange = SecurityTokenService.method.exchange;
@@ -39,15 +40,13 @@ const shared = { home: "", foreign: "", person: "", personInB: "" };
 
 /** An identity with an exact issuer and subject under `parent` (none: root-level), viewer on `bindOn`. */
 async function insertExact(parent: string | null, bindOn: string, subject: string) {
-  const uid = parent ? newChildUid(parent) : newRootUid();
-  const relationship = rel("claimMatch", { iss: { case: "issuer", value: idp.url }, sub: { case: "subject", value: subject } });
-  const json = toJson(IdentitySchema, create(IdentitySchema, { relationship })) as Record<string, unknown>;
-  await server.database.db
-    .insert(identities)
-    .values({ uid, parentUid: parent, name: "shared", relationship: json, relationshipType: RelationshipType.CLAIM_MATCH, issuer: idp.url, subject });
-  await server.database.db.insert(roleBindings).values({ uid: newChildUid(bindOn), groupUid: bindOn, identityUid: uid, roleUid: managedRole("viewer").uid });
-  return uid;
+  return (await insertClaimMatches(server, { issuer: idp.url, subject, parent, bindOn }))[0]!;
 }
+// Squatting: another organization made MAX_CANDIDATE_IDENTITIES identities for a guessable subject before
+// the world's organization made its own (`late`), or after it (`early`).
+const LATE_SUBJECT = "repo:acme/late:ref:refs/heads/main";
+const EARLY_SUBJECT = "repo:acme/early:ref:refs/heads/main";
+const squat = { late: "", early: "", squatters: [] as string[] };
 
 async function insertIdentity(relationship: Identity["relationship"], type: RelationshipType, cols: { issuer?: string; subject?: string } = {}) {
   const uid = newChildUid(world.org);
@@ -96,6 +95,16 @@ beforeAll(async () => {
   shared.person = await insertExact(null, world.org, PERSON_SUBJECT);
   shared.personInB = await insertExact(orgB, orgB, PERSON_SUBJECT);
   t.shared = await idp.mint({ sub: SHARED_SUBJECT });
+
+  const squatter = (await seedWorld(server, "squatter")).org;
+  const before = new Date(Date.now() - 3_600_000);
+  const squatted = { issuer: idp.url, parent: squatter, count: MAX_CANDIDATE_IDENTITIES, createTime: before };
+  squat.squatters.push(...(await insertClaimMatches(server, { ...squatted, subject: LATE_SUBJECT })));
+  squat.late = await insertExact(world.org, world.org, LATE_SUBJECT);
+  squat.early = (await insertClaimMatches(server, { issuer: idp.url, subject: EARLY_SUBJECT, parent: world.org, bindOn: world.org, createTime: new Date(before.getTime() - 60_000) }))[0]!;
+  squat.squatters.push(...(await insertClaimMatches(server, { ...squatted, subject: EARLY_SUBJECT })));
+  t.late = await idp.mint({ sub: LATE_SUBJECT });
+  t.early = await idp.mint({ sub: EARLY_SUBJECT });
   t.person = await idp.mint({ sub: PERSON_SUBJECT });
 
   const patternClaims = { aud: "sts-test", repository_owner: "acme", ref: "refs/heads/main" };
@@ -267,6 +276,24 @@ describe.each(protocols)("Exchange of a token several organizations gave an iden
   });
 });
 
+describe.each(protocols)("Exchange of a token another organization made many identities for [%s]", (protocol) => {
+  it("with no identity named, takes the only identity its holder could see", async () => {
+    expect((await exchangeOk(protocol, t.early!, {})).claims.sub).toBe(squat.early);
+  });
+
+  it("with no identity named and none to take, never names the identities its holder could not see", async () => {
+    const out = await call(protocol, server.baseUrl, exchange, {}, bearer("late")());
+    assertError(protocol, out.error!, { code: Code.FailedPrecondition, reason: "IDENTITY_AMBIGUOUS", domain: "oidc.platform.test" });
+    const named = detail(out.error!, PreconditionFailureSchema)!.violations.map((v) => v.subject);
+    expect(named.filter((uid) => squat.squatters.includes(uid))).toEqual([]);
+    expect(out.error!.message).not.toMatch(new RegExp(squat.squatters[0]!));
+  });
+
+  it("assumes the identity it names, however many others match", async () => {
+    expect((await exchangeOk(protocol, t.late!, { identity: squat.late })).claims.sub).toBe(squat.late);
+  });
+});
+
 describe("Exchange: repeated failures from one caller are rate-limited", () => {
   const few = { burst: 3, perMinute: 1 };
   const many = { burst: 1000, perMinute: 1000 };
@@ -289,13 +316,47 @@ describe("Exchange: repeated failures from one caller are rate-limited", () => {
     expect(Number(delay?.seconds ?? 0) * 1e9 + (delay?.nanos ?? 0)).toBeGreaterThan(0);
   };
 
-  it.each(protocols)("by the token's issuer and subject [%s]", async (protocol) => {
-    const unknown = await idp.mint({ sub: `nobody-${protocol}` });
-    for (let i = 0; i < 3; i++) assertError(protocol, (await exchangeWith(protocol, bySubject, unknown)).error!, { code: Code.Unauthenticated });
-    exhausted(protocol, await exchangeWith(protocol, bySubject, unknown));
+  /** An identity on `on` with an exact claim match on the fake issuer and `subject`. */
+  async function insertWorkload(on: TestServer, subject: string) {
+    const org = (await seedWorld(on, `w${Math.random().toString(36).slice(2, 8)}`)).org;
+    await on.database.db.insert(identities).values({
+      uid: newChildUid(org),
+      parentUid: org,
+      name: "workload",
+      relationship: { claimMatch: { issuer: idp.url, subject } },
+      relationshipType: RelationshipType.CLAIM_MATCH,
+      issuer: idp.url,
+      subject,
+    });
+  }
+
+  it.each(protocols)("by the token's issuer and subject, once its signature verified [%s]", async (protocol) => {
+    const subject = `probe-${protocol}`;
+    await insertWorkload(bySubject, subject);
+    // Signed by the issuer, refused after the signature verified (not valid before an hour from now).
+    const notYet = () => idp.mint({ sub: subject, aud: bySubject.baseUrl, nbf: Math.floor(Date.now() / 1000) + 3600, jti: crypto.randomUUID() });
+    for (let i = 0; i < 3; i++) assertError(protocol, (await exchangeWith(protocol, bySubject, await notYet())).error!, { code: Code.Unauthenticated });
+    exhausted(protocol, await exchangeWith(protocol, bySubject, await notYet()));
     // Another token of the same subject is the same caller; another subject from the same address is not.
-    exhausted(protocol, await exchangeWith(protocol, bySubject, await idp.mint({ sub: `nobody-${protocol}`, jti: "2" })));
+    exhausted(protocol, await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: bySubject.baseUrl })));
     assertError(protocol, (await exchangeWith(protocol, bySubject, await idp.mint({ sub: `somebody-else-${protocol}` }))).error!, { code: Code.Unauthenticated });
+  });
+
+  it.each(protocols)("never by a subject that tokens signed with another key claim: its holder's exchanges go on [%s]", async (protocol) => {
+    const subject = `victim-${protocol}`;
+    await insertWorkload(bySubject, subject);
+    const forged = () => idp.mint({ sub: subject, aud: bySubject.baseUrl, jti: crypto.randomUUID() }, { unpublishedKey: true });
+    for (let i = 0; i < 6; i++) {
+      assertError(protocol, (await exchangeWith(protocol, bySubject, await forged())).error!, { code: Code.Unauthenticated, reason: "TOKEN_NOT_ACCEPTED" });
+    }
+    const genuine = await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: bySubject.baseUrl }));
+    expect(genuine.error, genuine.error?.message).toBeUndefined();
+    // Nor by claims that fail before any signature is checked (an audience this server does not accept).
+    for (let i = 0; i < 6; i++) {
+      const out = await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: "https://elsewhere.example", jti: crypto.randomUUID() }, { unpublishedKey: true }));
+      assertError(protocol, out.error!, { code: Code.Unauthenticated });
+    }
+    expect((await exchangeWith(protocol, bySubject, await idp.mint({ sub: subject, aud: bySubject.baseUrl }))).error).toBeUndefined();
   });
 
   it("does not count successful exchanges", async () => {

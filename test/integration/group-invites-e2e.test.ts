@@ -3,7 +3,8 @@
 // and then calls the API with that same token, through the binding the invite promised. Also: a single-use
 // code works once (and of concurrent accepts exactly one wins: run it on PostgreSQL too); an expired, unknown,
 // used-up or wrong-email code, and a token that does not verify, all get the very same refusal; refusals are
-// rate-limited per caller; what an acceptance changes is recorded as events, never with the code.
+// rate-limited per caller; what an acceptance changes is recorded as events, never with the code. An invite
+// is kept only while the identity that made it could still make it.
 import { and, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groupInvites, identities, outboxEvents, roleBindings } from "../../src/db/schema/index.js";
@@ -11,7 +12,8 @@ import { newInviteCode } from "../../src/iam/group-invite-code.js";
 import { managedRole } from "../../src/iam/managed-roles.js";
 import { startFakeIssuer, type FakeIssuer } from "../support/fake-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { seedWorld, type World } from "../support/world.js";
+import { insertPerson, seedWorld, type World } from "../support/world.js";
+import { newChildUid } from "../../src/kernel/uidp.js";
 
 let server: TestServer;
 let world: World;
@@ -144,6 +146,38 @@ describe("an invite, accepted by a person with no identity yet, through the API"
   });
 });
 
+describe("an invite whose maker is gone", () => {
+  /** A person who is owner of the world's organization, and a token for them. */
+  const newMaker = async () => {
+    const maker = await insertPerson(server, unique("maker"));
+    const binding = newChildUid(world.org);
+    await server.database.db.insert(roleBindings).values({ uid: binding, groupUid: world.org, identityUid: maker.uid, roleUid: managedRole("owner").uid });
+    return { ...maker, binding, token: maker.auth.authorization!.slice("Bearer ".length) };
+  };
+  const refusedCode = (out: { status: number; json: Json }) => expect(refusalOf(out)).toMatchObject({ status: 403, reason: "INVITE_CODE_INVALID" });
+
+  it("ends with the identity that made it", async () => {
+    const maker = await newMaker();
+    const made = await invite({}, server, maker.token);
+    await server.database.db.delete(identities).where(eq(identities.uid, maker.uid));
+    refusedCode(await accept(made.code, await idp.mint({ sub: unique("invitee") })));
+    expect(await server.database.db.select().from(groupInvites).where(eq(groupInvites.uid, made.uid))).toEqual([]);
+  });
+
+  it("is refused while its maker no longer holds what making it needed, or is deactivated", async () => {
+    const maker = await newMaker();
+    const made = await invite({}, server, maker.token);
+    await server.database.db.delete(roleBindings).where(eq(roleBindings.uid, maker.binding));
+    refusedCode(await accept(made.code, await idp.mint({ sub: unique("invitee") })));
+    // Bound again: the invite is good again (it was not used up by the refusal).
+    await server.database.db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: maker.uid, roleUid: managedRole("owner").uid });
+    const invitee = await idp.mint({ sub: unique("invitee") });
+    expect((await accept(made.code, invitee)).status).toBe(200);
+    await server.database.db.update(identities).set({ active: false }).where(eq(identities.uid, maker.uid));
+    refusedCode(await accept(made.code, await idp.mint({ sub: unique("invitee") })));
+  });
+});
+
 describe("concurrent accepts of one single-use code", () => {
   it("exactly one wins", async () => {
     const made = await invite({ singleUse: true });
@@ -174,18 +208,35 @@ describe("refused acceptances are rate-limited per caller", () => {
     await limited?.close();
   });
 
-  it("after its budget of refusals a caller gets RESOURCE_EXHAUSTED, even with a good code; another caller does not", async () => {
+  it("after its budget of refusals of its verified token a caller gets RESOURCE_EXHAUSTED, even with a good code; another caller does not", async () => {
     const made = await invite({}, limited, limitedWorld.token.owner, limitedWorld.team);
+    // Refused once the token verified: the invite is for an email address the token does not carry.
+    const forSomeoneElse = await invite({ email: "someone-else@example.com" }, limited, limitedWorld.token.owner, limitedWorld.team);
     const sub = unique("guesser");
     const issuer = await startFakeIssuer({ audience: limited.baseUrl });
     try {
       const token = await issuer.mint({ sub });
-      for (let i = 0; i < 2; i++) expect((await accept(newInviteCode().code, token, limited)).status).toBe(403);
+      for (let i = 0; i < 2; i++) expect((await accept(forSomeoneElse.code, token, limited)).status).toBe(403);
       const blocked = await accept(made.code, token, limited);
       expect(blocked.status).toBe(429);
       expect(refusalOf(blocked).reason).toBe("TOO_MANY_FAILURES");
       const other = await issuer.mint({ sub: unique("honest") });
       expect((await accept(made.code, other, limited)).status).toBe(200);
+    } finally {
+      await issuer.close();
+    }
+  });
+
+  it("refusals of tokens that did not verify count by address only: tokens claiming a person's subject do not lock the person out", async () => {
+    const made = await invite({}, limited, limitedWorld.token.owner, limitedWorld.team);
+    const sub = unique("victim");
+    const issuer = await startFakeIssuer({ audience: limited.baseUrl });
+    try {
+      // Unknown codes (the token is never verified) and a live code with a token signed by another key.
+      for (let i = 0; i < 3; i++) expect((await accept(newInviteCode().code, await issuer.mint({ sub, jti: unique("j") }, { unpublishedKey: true }), limited)).status).toBe(403);
+      for (let i = 0; i < 3; i++) expect((await accept(made.code, await issuer.mint({ sub, jti: unique("j") }, { unpublishedKey: true }), limited)).status).toBe(403);
+      const genuine = await accept(made.code, await issuer.mint({ sub }), limited);
+      expect(genuine.status, JSON.stringify(genuine.json)).toBe(200);
     } finally {
       await issuer.close();
     }

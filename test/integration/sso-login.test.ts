@@ -10,8 +10,9 @@
 //                    provider, an expired token: UNAUTHENTICATED with ErrorInfo; a deactivated identity too
 //   correlation      by `oid`: the same person with another `sub` is the same identity
 //   concurrency      simultaneous first logins of one person create one identity (meaningful on PostgreSQL)
-//   refresh tokens   a login asking for offline_access gets one; it outlives the ID token, survives logins that
-//                    change mapped bindings, and ends when a login removes the identity's last binding
+//   refresh tokens   a login asking for offline_access gets one; it outlives the ID token and logins that leave
+//                    the mapped bindings as they were, and ends when the mapped bindings change (a later login
+//                    with other groups, or a mapped binding deleted)
 import { Code } from "@connectrpc/connect";
 import { and, eq } from "drizzle-orm";
 import { decodeJwt } from "jose";
@@ -224,34 +225,67 @@ describe("refresh tokens of a login through a provider", () => {
   const refresh = (token: string) =>
     call("connect-json", server.baseUrl, SecurityTokenService.method.exchangeRefreshToken, {}, { authorization: `Bearer ${token}` });
 
-  it("outlive the ID token, survive logins that change mapped bindings, and end when a login removes the last binding", async () => {
-    const sub = "dora";
+  const offlineLogin = async (sub: string, groups: string[], ttlSeconds = 600) => {
     const out = await call("rest", server.baseUrl, exchange, { identityProvider: provider.acme, scope: "offline_access" }, {
-      authorization: `Bearer ${await idp.mint({ sub, groups: ["eng"] }, { ttlSeconds: 120 })}`,
+      authorization: `Bearer ${await idp.mint({ sub, groups }, { ttlSeconds })}`,
     });
     expect(out.error?.message).toBeUndefined();
-    const dora = (await identityOf(provider.acme, sub))!;
-    expect(decodeJwt(out.message!.token).exp).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 120);
+    return out.message!;
+  };
+  const invalid = { code: Code.Unauthenticated, reason: "REFRESH_TOKEN_INVALID" };
 
-    const first = await refresh(out.message!.refreshToken);
+  it("outlive the ID token and logins that leave the mapped bindings as they were", async () => {
+    const sub = "dora";
+    const out = await offlineLogin(sub, ["eng"], 120);
+    const dora = (await identityOf(provider.acme, sub))!;
+    expect(decodeJwt(out.token).exp).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 120);
+
+    const first = await refresh(out.refreshToken);
     expect(first.error?.message).toBeUndefined();
     const access = decodeJwt(first.message!.token!.token);
     expect(access).toMatchObject({ sub: dora.uid, act: { iss: idp.url, sub } });
     expect(access.exp! - access.iat!).toBe(3600); // not capped at the ID token's expiry
 
-    // A login that drops the mapped binding keeps the default one: the refresh token lives on.
+    // Another login with the same groups changes nothing: the chain lives on.
+    await login("connect-json", provider.acme, await idp.mint({ sub, groups: ["eng"] }));
+    expect((await refresh(first.message!.refreshToken!.token)).error?.message).toBeUndefined();
+  });
+
+  it("end when a later login finds the person out of a mapped group: the removal takes effect on every device", async () => {
+    const sub = "erin";
+    const out = await offlineLogin(sub, ["eng"]);
+    const erin = (await identityOf(provider.acme, sub))!;
+    const first = await refresh(out.refreshToken);
+    expect(first.error?.message).toBeUndefined();
+    // Removed from "eng" at the provider; a login elsewhere brings the bindings in line (the default stays).
     await login("connect-json", provider.acme, await idp.mint({ sub, groups: [] }));
-    expect(await bindingsOf(dora.uid)).toEqual([`viewer@${acme.org}`]);
-    const second = await refresh(first.message!.refreshToken!.token);
-    expect(second.error?.message).toBeUndefined();
+    expect(await bindingsOf(erin.uid)).toEqual([`viewer@${acme.org}`]);
+    assertError("connect-json", (await refresh(first.message!.refreshToken!.token)).error!, invalid);
+    // Ended for good: the chain is revoked.
+    const rows = await server.database.db.select().from(refreshTokens).where(eq(refreshTokens.identityUid, erin.uid));
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) expect(r.revokeTime).not.toBeNull();
+  });
+
+  it("end when a mapped binding is deleted or added, and when the identity's last binding goes", async () => {
+    const sub = "fay";
+    const out = await offlineLogin(sub, ["eng"]);
+    const fay = (await identityOf(provider.acme, sub))!;
+    await server.database.db.delete(roleBindings).where(and(eq(roleBindings.identityUid, fay.uid), eq(roleBindings.mappingUid, mapping.eng)));
+    assertError("connect-json", (await refresh(out.refreshToken)).error!, invalid);
+
+    // A login with more groups than the chain's login (another device) ends it too.
+    const again = await offlineLogin(sub, ["eng"]);
+    await login("connect-json", provider.acme, await idp.mint({ sub, groups: ["eng", "admins"] }));
+    assertError("connect-json", (await refresh(again.refreshToken)).error!, invalid);
 
     // With the default binding gone by hand, the login that drops the mapped one removes the last binding.
-    await login("connect-json", provider.acme, await idp.mint({ sub, groups: ["eng"] }));
-    await server.database.db.delete(roleBindings).where(and(eq(roleBindings.identityUid, dora.uid), eq(roleBindings.roleUid, managedRole("viewer").uid)));
+    const last = await offlineLogin(sub, ["eng"]);
+    await server.database.db.delete(roleBindings).where(and(eq(roleBindings.identityUid, fay.uid), eq(roleBindings.roleUid, managedRole("viewer").uid)));
     await login("connect-json", provider.acme, await idp.mint({ sub, groups: [] }));
-    expect(await bindingsOf(dora.uid)).toEqual([]);
-    expect(await server.database.db.select().from(refreshTokens).where(eq(refreshTokens.identityUid, dora.uid))).toEqual([]);
-    assertError("connect-json", (await refresh(second.message!.refreshToken!.token)).error!, { code: Code.Unauthenticated, reason: "REFRESH_TOKEN_INVALID" });
+    expect(await bindingsOf(fay.uid)).toEqual([]);
+    expect(await server.database.db.select().from(refreshTokens).where(eq(refreshTokens.identityUid, fay.uid))).toEqual([]);
+    assertError("connect-json", (await refresh(last.refreshToken)).error!, invalid);
   });
 });
 
@@ -347,19 +381,31 @@ describe("refused logins are rate-limited", () => {
     await limited?.close();
   });
 
-  it("by the token's issuer and subject, as every refused exchange", async () => {
+  let send: (token: string) => ReturnType<typeof call>;
+  beforeAll(async () => {
     const org = (await seedWorld(limited, "limited")).org;
     const uid = newChildUid(org);
     await limited.database.db
       .insert(identityProviders)
       .values({ uid, groupUid: org, name: "okta", defaultRoleUid: managedRole("viewer").uid, oidcIssuer: idp.url, oidcClientId: "client-a", oidcPkceEnabled: true });
-    const send = async (token: string) =>
-      call("connect-json", limited.baseUrl, exchange, { identityProvider: uid }, { authorization: `Bearer ${token}` });
-    for (let i = 0; i < 2; i++) assertError("connect-json", (await send(await idp.mint({ sub: "frank", aud: "elsewhere" }))).error!, notAccepted);
+    send = async (token: string) => call("connect-json", limited.baseUrl, exchange, { identityProvider: uid }, { authorization: `Bearer ${token}` });
+  });
+
+  it("by the token's issuer and subject once its signature verified, as every refused exchange", async () => {
+    // Signed by the provider, refused after the signature verified: issued to another party.
+    const otherParty = () => idp.mint({ sub: "frank", aud: ["client-a", "another-app"], azp: "another-app", jti: crypto.randomUUID() });
+    for (let i = 0; i < 2; i++) assertError("connect-json", (await send(await otherParty())).error!, notAccepted);
     const out = await send(await idp.mint({ sub: "frank" }));
     assertError("connect-json", out.error!, { code: Code.ResourceExhausted, reason: "TOO_MANY_FAILURES" });
     expect(detail(out.error!, RetryInfoSchema)?.retryDelay).toBeDefined();
     expect((await send(await idp.mint({ sub: "grace" }))).error).toBeUndefined();
+  });
+
+  it("never by the subject a token signed with another key claims: the person's logins go on", async () => {
+    for (let i = 0; i < 5; i++) assertError("connect-json", (await send(await idp.mint({ sub: "heidi", jti: crypto.randomUUID() }, { unpublishedKey: true }))).error!, notAccepted);
+    for (let i = 0; i < 5; i++) assertError("connect-json", (await send(await idp.mint({ sub: "heidi", aud: "elsewhere", jti: crypto.randomUUID() }))).error!, notAccepted);
+    const out = await send(await idp.mint({ sub: "heidi" }));
+    expect(out.error, out.error?.message).toBeUndefined();
   });
 });
 

@@ -7,6 +7,6 @@ import type { DomainDeps } from "../../src/server/bindings.js";
 
 export function implementedServices(): DescService[] {
   const unused = undefined as never;
-  const deps: DomainDeps = { db: unused, lists: unused, issuerUrl: "", keys: unused, external: undefined, sinks: unused, secretBox: unused, allowInsecureLoopbackIssuers: false, terms: DEFAULT_TERMS, groupAccessRequestWindowMs: 0 };
+  const deps: DomainDeps = { db: unused, lists: unused, issuerUrl: "", keys: unused, external: undefined, grants: unused, sinks: unused, secretBox: unused, allowInsecureLoopbackIssuers: false, terms: DEFAULT_TERMS, groupAccessRequestWindowMs: 0 };
   return domainBindings(deps).map(({ service }) => service);
 }

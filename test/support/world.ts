@@ -100,3 +100,34 @@ export async function insertPerson(server: TestServer, name: string, email = "")
   });
   return { uid, auth: { authorization: `Bearer ${await server.token(uid)}` } };
 }
+
+/**
+ * Identities with an exact claim match on `issuer` and `subject`, written straight to the database: `count`
+ * of them under `parent` (null: root-level), each bound with `role` on `bindOn` when given, created at
+ * `createTime` (default now). Their uids, in order.
+ */
+export async function insertClaimMatches(
+  server: TestServer,
+  opts: { issuer: string; subject: string; parent: string | null; count?: number; bindOn?: string; role?: string; createTime?: Date },
+): Promise<string[]> {
+  const uids = Array.from({ length: opts.count ?? 1 }, () => (opts.parent ? newChildUid(opts.parent) : newRootUid()));
+  await server.database.db.insert(identities).values(
+    uids.map((uid) => ({
+      uid,
+      parentUid: opts.parent,
+      name: "claim match",
+      relationship: { claimMatch: { issuer: opts.issuer, subject: opts.subject } },
+      relationshipType: RelationshipType.CLAIM_MATCH,
+      issuer: opts.issuer,
+      subject: opts.subject,
+      ...(opts.createTime ? { createTime: opts.createTime } : {}),
+    })),
+  );
+  const { bindOn } = opts;
+  if (bindOn) {
+    await server.database.db
+      .insert(roleBindings)
+      .values(uids.map((uid) => ({ uid: newChildUid(bindOn), groupUid: bindOn, identityUid: uid, roleUid: managedRole(opts.role ?? "viewer").uid })));
+  }
+  return uids;
+}

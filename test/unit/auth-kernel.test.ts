@@ -113,7 +113,7 @@ describe("listScopesOf: the scopes an unscoped List shows, by the capabilities i
 });
 
 describe("createCandidateAccess: a token several identities share acts as one of them on each call", () => {
-  const { CAP_IAM_GROUPS_LIST: LIST, CAP_IAM_GROUPS_UPDATE: UPDATE, CAP_IAM_ROLE_BINDINGS_CREATE: BIND } = Capability;
+  const { CAP_IAM_GROUPS_LIST: LIST, CAP_IAM_GROUPS_UPDATE: UPDATE, CAP_IAM_ROLE_BINDINGS_CREATE: BIND, CAP_IAM_IDENTITY_LIST: READ_IDENTITIES } = Capability;
   const candidate = (identityUid: string, homeGroup: string | undefined, bindings: Array<[string, Capability[]]>): Authenticated => ({
     principal: { identityUid, homeGroup, issuer: "https://idp.test", subject: "s" },
     bindings: bindings.map(([groupUid, capabilities]) => ({ groupUid, capabilities })),
@@ -154,9 +154,39 @@ describe("createCandidateAccess: a token several identities share acts as one of
   });
 
   it("asks which identity when the call needs the caller but names no scope, unless one is a root-level person", () => {
-    expect(ambiguous(() => createCandidateAccess([acme(), globex()]).principal)).toMatch(/acme\/x.*globex\/y/);
+    const readable = (c: Authenticated) => ({ ...c, bindings: [...c.bindings, { groupUid: c.principal.homeGroup!, capabilities: [READ_IDENTITIES] }] });
+    expect(ambiguous(() => createCandidateAccess([readable(acme()), readable(globex())]).principal)).toMatch(/acme\/x.*globex\/y/);
     const person = candidate("p", undefined, []);
     expect(createCandidateAccess([person, acme(), globex()]).principal.identityUid).toBe("p");
     expect(createCandidateAccess([acme()]).principal.identityUid).toBe("acme/x");
+  });
+
+  it("names only the identities the token's holder could read, and takes the only one", () => {
+    // Identities nobody among the candidates may read (another organization's, made for the same subject).
+    const squatters = [candidate("squat/1", "squat", []), candidate("squat/2", "squat", [])];
+    const message = ambiguous(() => createCandidateAccess([...squatters, acme()]).principal);
+    expect(message).not.toMatch(/squat|acme\/x/);
+    const readable = candidate("acme/x", "acme", [["acme", [LIST, READ_IDENTITIES]]]);
+    expect(createCandidateAccess([...squatters, readable]).principal.identityUid).toBe("acme/x");
+  });
+
+  it("looks for the identities that can act on a uid when none of those read covers it", async () => {
+    const squatters = Array.from({ length: 3 }, (_, i) => candidate(`squat/${i}`, "squat", [["squat", [LIST]]]));
+    const asked: string[] = [];
+    const within = async (uid: string) => {
+      asked.push(uid);
+      return [squatters[0]!, acme()];
+    };
+    const access = createCandidateAccess(Object.assign([...squatters], { within }));
+    await access.require("acme/team", [UPDATE]);
+    expect(access.principal.identityUid).toBe("acme/x");
+    expect(asked).toEqual(["acme/team"]);
+    // Covered by one already read: nothing more is looked for.
+    const again = createCandidateAccess(Object.assign([...squatters], { within }));
+    expect(await again.holds("squat", [LIST])).toBe(true);
+    expect(asked).toEqual(["acme/team"]);
+    // Covered by none: PERMISSION_DENIED, as before.
+    const none = createCandidateAccess(Object.assign([...squatters], { within }));
+    await expect(none.require("elsewhere", [LIST])).rejects.toMatchObject({ code: Code.PermissionDenied });
   });
 });

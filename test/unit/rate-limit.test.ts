@@ -5,7 +5,7 @@ import { base64url } from "jose";
 import { describe, expect, it } from "vitest";
 import { RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { peerAddressKey, peerContextValues } from "../../src/kernel/peer.js";
-import { callerOf, createFailureLimiter, type Caller, type FailureLimiter } from "../../src/kernel/rate-limit.js";
+import { callerOf, createFailureLimiter, provenCaller, type Caller, type FailureLimiter } from "../../src/kernel/rate-limit.js";
 
 function setup(bySubject = { burst: 3, perMinute: 6 }, byAddress = { burst: 5, perMinute: 60 }, maxKeys?: number) {
   const clock = { t: 1_000_000 };
@@ -58,6 +58,18 @@ describe("createFailureLimiter", () => {
     expect(refusal(limiter, { subject: "mallory-3", address: "10.0.0.1" })).toBe(1_000);
     expect(refusal(limiter, { address: "10.0.0.1" })).toBe(1_000);
     expect(refusal(limiter, { subject: "bob", address: "10.0.0.3" })).toBeUndefined();
+  });
+
+  it("counts a failure by subject only when the token's signature verified (provenCaller)", () => {
+    const { limiter } = setup();
+    const forger = { subject: "alice", address: "10.0.0.9" };
+    for (let i = 0; i < 4; i++) limiter.failed(provenCaller(forger, false));
+    expect(refusal(limiter, { subject: "alice", address: "10.0.0.1" })).toBeUndefined(); // alice elsewhere: untouched
+    expect(refusal(limiter, { address: "10.0.0.9" })).toBeUndefined(); // 4 of the address's 5
+    limiter.failed(provenCaller(forger, false));
+    expect(refusal(limiter, { address: "10.0.0.9" })).toBeGreaterThan(0);
+    fail(limiter, provenCaller({ subject: "alice", address: "10.0.0.1" }, true), 3);
+    expect(refusal(limiter, { subject: "alice", address: "10.0.0.2" })).toBeGreaterThan(0);
   });
 
   it("forgets the least recently failed keys beyond its size", () => {

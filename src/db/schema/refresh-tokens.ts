@@ -5,7 +5,8 @@
 // Every exchange that asks for one starts a chain; each use marks the token used and issues its successor
 // in the same chain. Used tokens are kept (until they expire) so that presenting one again is recognised as
 // reuse, which revokes the whole chain. Deleting the identity deletes its tokens (CASCADE); deleting its last
-// role binding deletes them too (the trigger of the refresh_tokens_end migration).
+// role binding deletes them too (the trigger of the refresh_tokens_end migration). A chain ends at a fixed
+// time after the exchange that started it (not_after), however often it is used.
 import { index, integer, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { instant, uidText } from "./columns.js";
 import { identities } from "./iam.js";
@@ -28,8 +29,17 @@ export const refreshTokens = pgTable(
     scopes: text("scopes").array(),
     /** A down-scoped chain: the capabilities (enum numbers) its access tokens are restricted to; null: none. */
     capabilities: integer("capabilities").array(),
-    /** Nothing of the chain outlives this (a StaticKeys identity's expiration_time at the exchange); null: no cap. */
+    /**
+     * Nothing of the chain outlives this: the refresh token lifetime after the exchange that started it, or a
+     * StaticKeys identity's expiration_time when sooner. Null only on chains started before it was always set.
+     */
     notAfter: instant("not_after"),
+    /**
+     * For a chain started by a login through an identity provider: the identity's bindings made by the
+     * provider's group mappings at that login ("<role uid>@<group uid>", sorted). The chain ends when they
+     * differ (a later login, or a change of the mappings); null for other chains.
+     */
+    mappedRoles: text("mapped_roles").array(),
     /** sha256 (hex) of the token. */
     tokenHash: text("token_hash").notNull(),
     createTime: instant("create_time").notNull().defaultNow(),

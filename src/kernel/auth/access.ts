@@ -12,11 +12,11 @@
 // gave an identity to (each organization may do so, and none may lock the others out). Each call then acts
 // as ONE of them, never as their union, so no combination of grants ever exceeds what one identity holds
 // (createCandidateAccess).
-import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
+import { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { failedPrecondition, permissionDenied } from "../errors/index.js";
 import { isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
-import type { Authenticated } from "./authenticator.js";
+import type { Authenticated, Candidates } from "./authenticator.js";
 import { isUnrestricted, restrictGrants, type RestrictableGrant } from "./restriction.js";
 
 /** One role binding of the caller: the group it is on and the capabilities of its role. */
@@ -133,32 +133,71 @@ export function soleCandidate<T>(candidates: readonly T[], isRootLevel: (c: T) =
 }
 
 /**
+ * The candidates their holder could already see: root-level ones (a person's own, which only the operator
+ * makes), and those on whose uid one of the candidates holds CAP_IAM_IDENTITY_LIST. An organization that
+ * gave the token an identity the token's holder cannot read keeps it to itself.
+ */
+export function visibleCandidates<T extends Authenticated>(candidates: readonly T[]): T[] {
+  const grants = candidates.map((c) => grantsFromBindings(c.bindings, c.principal.homeGroup));
+  return candidates.filter(
+    (c) =>
+      c.principal.homeGroup === undefined ||
+      grants.some((gs) => gs.some((g) => g.capabilities.has(Capability.CAP_IAM_IDENTITY_LIST) && isWithin(c.principal.identityUid, g.scope))),
+  );
+}
+
+/**
+ * The identity a token acts as when nothing names one: soleCandidate's choice, else the only one its holder
+ * could see (visibleCandidates), so identities another organization made for the same issuer and subject
+ * never make the choice ambiguous. Otherwise FAILED_PRECONDITION (identityAmbiguous) naming the ones the
+ * holder could see, with `what` telling how to choose.
+ */
+export function chooseCandidate<T extends Authenticated>(candidates: readonly T[], what: string): T {
+  const sole = soleCandidate(candidates, (c) => c.principal.homeGroup === undefined);
+  if (sole) return sole;
+  const visible = visibleCandidates(candidates);
+  if (visible.length === 1) return visible[0]!;
+  throw identityAmbiguous(
+    visible.map((c) => c.principal.identityUid),
+    what,
+  );
+}
+
+/**
  * FAILED_PRECONDITION naming, one violation each, the identities the token may act as, so the caller
- * chooses (the token exchange's `identity`).
+ * chooses (the token exchange's `identity`); with none to name, one violation saying so.
  */
 export function identityAmbiguous(identityUids: readonly string[], what: string) {
   return failedPrecondition(
-    identityUids.map((uid) => ({
-      type: "IDENTITY_AMBIGUOUS",
-      subject: uid,
-      description: `the token may act as identity ${uid}; ${what}`,
-    })),
+    identityUids.length === 0
+      ? [{ type: "IDENTITY_AMBIGUOUS", subject: "", description: `several identities have the token's issuer and subject; ${what}` }]
+      : identityUids.map((uid) => ({
+          type: "IDENTITY_AMBIGUOUS",
+          subject: uid,
+          description: `the token may act as identity ${uid}; ${what}`,
+        })),
     "IDENTITY_AMBIGUOUS",
   );
 }
 
 /**
  * The access of a token that acts as the candidates (best first; see IdentityDirectory.withIssuerAndSubject).
- * With one candidate, that identity's. With several, each call acts as one, chosen by the first check that
- * names a uid (the scoped rule's scope in the interceptor, or a handler's require, holds, capabilitiesAt):
- * the first candidate whose grants cover it, kept for the rest of the call. Before any such check:
+ * With one candidate, and no others to look for (`within`), that identity's. Otherwise each call acts as
+ * one, chosen by the first check that names a uid (the scoped rule's scope in the interceptor, or a
+ * handler's require, holds, capabilitiesAt): the first candidate whose grants cover it, kept for the rest of
+ * the call. When none of the candidates covers it and the token may match more identities than were read,
+ * `within(uid)` reads the ones that can act on that uid (created under it or an ancestor: however many
+ * identities other organizations made for the same issuer and subject, they are not among them), and the
+ * first of those that covers it is chosen. Before any such check:
  *   visibleScopes   what any one candidate could list (each row listed is one some candidate may read alone)
- *   principal       soleCandidate's choice; otherwise FAILED_PRECONDITION naming the candidates ("which
- *                   group is mine", "my metadata" cannot be answered for several identities at once)
+ *   principal       chooseCandidate's choice; otherwise FAILED_PRECONDITION naming the candidates the
+ *                   holder could see ("which group is mine", "my metadata" cannot be answered for several
+ *                   identities at once)
  */
-export function createCandidateAccess(candidates: readonly Authenticated[]): Access {
-  const all = candidates.map((c) => createAccess(c.principal, c.bindings));
-  return all.length === 1 ? all[0]! : new CandidateAccess(all);
+export function createCandidateAccess(candidates: Candidates | readonly Authenticated[]): Access {
+  const within = (candidates as Candidates).within;
+  if (candidates.length === 1 && !within) return createAccess(candidates[0]!.principal, candidates[0]!.bindings);
+  return new CandidateAccess(candidates, within);
 }
 
 /**
@@ -168,25 +207,35 @@ export function createCandidateAccess(candidates: readonly Authenticated[]): Acc
  */
 class CandidateAccess implements Access {
   #chosen: Access | undefined;
+  readonly all: readonly Access[];
 
-  constructor(private readonly all: readonly Access[]) {}
+  constructor(
+    private readonly candidates: readonly Authenticated[],
+    private readonly within: ((uid: string) => Promise<Authenticated[]>) | undefined,
+  ) {
+    this.all = candidates.map((c) => createAccess(c.principal, c.bindings));
+  }
 
-  async #choose(test: (a: Access) => Promise<boolean>): Promise<Access | undefined> {
+  async #choose(uid: string, test: (a: Access) => Promise<boolean>): Promise<Access | undefined> {
     if (this.#chosen) return this.#chosen;
     for (const a of this.all) if (await test(a)) return (this.#chosen = a);
+    if (!this.within) return undefined;
+    const tried = new Set(this.candidates.map((c) => c.principal.identityUid));
+    for (const c of await this.within(uid)) {
+      if (tried.has(c.principal.identityUid)) continue;
+      const a = createAccess(c.principal, c.bindings);
+      if (await test(a)) return (this.#chosen = a);
+    }
     return undefined;
   }
 
   get principal(): Principal {
     if (this.#chosen) return this.#chosen.principal;
-    const sole = soleCandidate(this.all, (a) => a.principal.homeGroup === undefined);
-    if (!sole) {
-      throw identityAmbiguous(
-        this.all.map((a) => a.principal.identityUid),
-        "this call names no group to choose by: exchange the token for the identity to use (Exchange with identity)",
-      );
-    }
-    return (this.#chosen = sole).principal;
+    const chosen = chooseCandidate(
+      this.candidates,
+      "this call names no group to choose by: exchange the token for the identity to use (Exchange with identity)",
+    );
+    return (this.#chosen = this.all[this.candidates.indexOf(chosen)]!).principal;
   }
 
   get actingAs(): string | undefined {
@@ -194,13 +243,13 @@ class CandidateAccess implements Access {
   }
 
   async capabilitiesAt(uid: string): Promise<ReadonlySet<Capability>> {
-    const a = await this.#choose(async (a) => (await a.capabilitiesAt(uid)).size > 0);
+    const a = await this.#choose(uid, async (a) => (await a.capabilitiesAt(uid)).size > 0);
     return a ? a.capabilitiesAt(uid) : new Set<Capability>();
   }
 
   async holds(uid: string, capabilities: readonly Capability[]): Promise<boolean> {
     if (this.#chosen) return this.#chosen.holds(uid, capabilities);
-    return (await this.#choose((a) => a.holds(uid, capabilities))) !== undefined;
+    return (await this.#choose(uid, (a) => a.holds(uid, capabilities))) !== undefined;
   }
 
   async require(uid: string, capabilities: readonly Capability[]): Promise<void> {

@@ -23,7 +23,7 @@ export interface ExternalVerifier {
    * several when several organizations gave its issuer and subject an identity, root-level first, then the
    * oldest. Throws when the token is not valid or matches no identity.
    */
-  verify(token: string, issuer: string): Promise<Array<{ identityUid: string; issuer: string; subject: string }>>;
+  verify(token: string, issuer: string, within?: string): Promise<Array<{ identityUid: string; issuer: string; subject: string }>>;
 }
 
 /** The caller and its role bindings (read for this request, or remembered: see grants-cache.ts). */
@@ -32,12 +32,19 @@ export interface Authenticated {
   bindings: Binding[];
 }
 
+/**
+ * The identities a token acts as, best first (never none). For an external token, at most
+ * MAX_CANDIDATE_IDENTITIES of those its issuer and subject match, and `within`: the ones that can act on a
+ * given uid, verified on demand (however many other identities match: see createCandidateAccess).
+ */
+export type Candidates = Authenticated[] & { within?: (uid: string) => Promise<Authenticated[]> };
+
 export interface Authenticator {
   /**
    * The identities the token acts as, best first (never none): one for this server's own tokens; for an
    * external token, each identity it assumes (see createCandidateAccess for how a call picks one).
    */
-  authenticate(token: string): Promise<Authenticated[]>;
+  authenticate(token: string): Promise<Candidates>;
 }
 
 /** Verified own tokens remembered (until they expire), so a repeated token skips the signature check. */
@@ -73,6 +80,9 @@ function assumesNoIdentity(err: Error, yes: boolean): Error {
 export function isNoIdentityRefusal(err: unknown): boolean {
   return err instanceof Error && noIdentity.has(err);
 }
+
+/** The codes of the external verifier's refusals (external.ts ExternalFailureCode); anything else is the server's. */
+const EXTERNAL_REFUSALS: ReadonlySet<unknown> = new Set(["TOKEN_INVALID", "ERR_JWT_EXPIRED", "NOT_ACCEPTED", "NO_VERIFIER"]);
 
 function isExpired(err: unknown): boolean {
   return (err as { code?: string }).code === "ERR_JWT_EXPIRED";
@@ -156,28 +166,42 @@ export function createAuthenticator(opts: AuthenticatorOptions): Authenticator {
 
       if (iss === opts.issuer) return [await withGrants(await verifyOwn(token, iss))];
       if (!opts.external) throw invalid("unknown issuer");
+      const external = opts.external;
       let found;
       try {
-        found = await opts.external.verify(token, iss);
+        found = await external.verify(token, iss);
       } catch (err) {
         if (isExpired(err)) throw invalid("expired", "TOKEN_EXPIRED");
         log.debug("external token refused", { iss, err });
         throw assumesNoIdentity(invalid(`not accepted for any identity (issuer ${JSON.stringify(iss.slice(0, 200))}; this server's tokens have issuer ${JSON.stringify(opts.issuer)})`), (err as { code?: unknown }).code === "NOT_ACCEPTED");
       }
-      // An identity removed since it was found is left out; the token needs one that remains.
-      const candidates = await Promise.all(
-        found.map((f) =>
-          withGrants({ identityUid: f.identityUid, issuer: f.issuer, subject: f.subject }).catch((err: unknown) => {
-            if (err instanceof ConnectError && err.code === Code.Unauthenticated) return undefined;
-            throw err;
-          }),
-        ),
-      );
-      const remaining = candidates.filter((c): c is Authenticated => c !== undefined);
+      const remaining = await withGrantsOf(found);
       if (remaining.length === 0) throw invalid("the identity it names does not exist");
-      return remaining;
+      const within = async (uid: string): Promise<Authenticated[]> => {
+        try {
+          return await withGrantsOf(await external.verify(token, iss, uid));
+        } catch (err) {
+          // None of the identities that can act on `uid` takes the token: the call has no one to act as there.
+          if (EXTERNAL_REFUSALS.has((err as { code?: unknown }).code)) return [];
+          throw err;
+        }
+      };
+      return Object.assign(remaining, { within });
     },
   };
+
+  /** The candidates with their grants; an identity removed since it was found is left out. */
+  async function withGrantsOf(found: ReadonlyArray<{ identityUid: string; issuer: string; subject: string }>): Promise<Authenticated[]> {
+    const candidates = await Promise.all(
+      found.map((f) =>
+        withGrants({ identityUid: f.identityUid, issuer: f.issuer, subject: f.subject }).catch((err: unknown) => {
+          if (err instanceof ConnectError && err.code === Code.Unauthenticated) return undefined;
+          throw err;
+        }),
+      ),
+    );
+    return candidates.filter((c): c is Authenticated => c !== undefined);
+  }
 
   async function withGrants(claims: Omit<Principal, "homeGroup">): Promise<Authenticated> {
     const { homeGroup, bindings } = await grantsOf(claims.identityUid);

@@ -26,8 +26,12 @@ export interface IdentityDirectory {
    * exact issuer and subject, or static keys): the candidates for a token presented directly on an API call
    * or to an exchange naming no identity. Root-level identities first (only the operator makes them), then
    * the oldest first: an identity created later, in whatever organization, never displaces one before it.
+   *
+   * With `within` (a uid), only those that can act on it: root-level ones and those created under it or one
+   * of its ancestors, root-level first, then the shallowest home group, then the oldest. Only whoever
+   * administers those groups can add to them, so no other organization's identities push these out.
    */
-  withIssuerAndSubject(issuer: string, subject: string, limit: number): Promise<AssumableIdentity[]>;
+  withIssuerAndSubject(issuer: string, subject: string, limit: number, within?: string): Promise<AssumableIdentity[]>;
 
   /** The identity `identityUid`, if it exists and is active: the one a token presented to the token exchange assumes. */
   assumable(identityUid: string): Promise<AssumableIdentity | undefined>;

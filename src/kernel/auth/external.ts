@@ -7,7 +7,8 @@
 //                             issuer AND exact subject and whose relationship it satisfies. Several
 //                             organizations may each have given the same person or workload an identity;
 //                             none of them can lock the others out (the caller picks, per call or by
-//                             exchanging for one: see access.ts, sts.service.ts).
+//                             exchanging for one: see access.ts, sts.service.ts). With a uid, only the
+//                             identities that can act on it, however many others match.
 //   assume(token, identity)   a token presented to the token exchange to assume the named identity: it
 //                             must satisfy that identity's relationship (patterns, audience, claims).
 //   verifyIdToken(token, client)
@@ -69,13 +70,21 @@ export const EXTERNAL_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256",
 export type ExternalFailureCode = "TOKEN_INVALID" | "ERR_JWT_EXPIRED" | "NOT_ACCEPTED" | "NO_VERIFIER";
 
 export class ExternalTokenError extends Error {
+  /**
+   * True when the token's signature verified before it was refused (a claim checked after it, an expiry
+   * found by the verification): its issuer and subject are then proven, and the refusal may count against
+   * them (kernel/rate-limit.ts). False for everything decided on the token's unverified claims.
+   */
+  readonly signatureVerified: boolean;
+
   constructor(
     readonly code: ExternalFailureCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; signatureVerified?: boolean },
   ) {
     super(message, options);
     this.name = "ExternalTokenError";
+    this.signatureVerified = options?.signatureVerified ?? false;
   }
 }
 
@@ -110,8 +119,11 @@ export interface VerifiedIdToken {
 }
 
 export interface ExternalTokenVerifier extends ExternalVerifier {
-  /** Every identity the token assumes directly (never empty), root-level first, then oldest. */
-  verify(token: string, issuer: string): Promise<ExternalAssumption[]>;
+  /**
+   * Every identity the token assumes directly (never empty), root-level first, then oldest; with `within`,
+   * only those that can act on that uid (IdentityDirectory.withIssuerAndSubject).
+   */
+  verify(token: string, issuer: string, within?: string): Promise<ExternalAssumption[]>;
   /** Verifies a token presented to assume the identity `identityUid` (token exchange). */
   assume(token: string, identityUid: string): Promise<ExternalAssumption>;
   /**
@@ -230,6 +242,19 @@ interface Presented {
 
 const invalid = (why: string, cause?: unknown) => new ExternalTokenError("TOKEN_INVALID", why, { cause });
 const notAccepted = (why: string, cause?: unknown) => new ExternalTokenError("NOT_ACCEPTED", why, { cause });
+/** A refusal of a token whose signature has verified. */
+const notAcceptedVerified = (why: string) => new ExternalTokenError("NOT_ACCEPTED", why, { signatureVerified: true });
+
+/**
+ * A failure of jose's jwtVerify as a refusal. jose checks the signature first and the claims after it, so
+ * its claim and expiry failures are refusals of a token whose signature verified.
+ */
+function joseRefusal(err: unknown): ExternalTokenError {
+  const code = (err as { code?: string }).code;
+  const signatureVerified = code === "ERR_JWT_EXPIRED" || code === "ERR_JWT_CLAIM_VALIDATION_FAILED";
+  if (code === "ERR_JWT_EXPIRED") return new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err, signatureVerified });
+  return new ExternalTokenError("NOT_ACCEPTED", "signature or claims do not verify", { cause: err, signatureVerified });
+}
 
 /**
  * What can be said of a token before knowing any identity: its shape, algorithm and expiry. Nothing here
@@ -416,8 +441,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     try {
       return (await jwtVerify(token, getKey, { ...baseVerifyOptions, issuer, ...(audience === undefined ? {} : { audience }) })).payload;
     } catch (err) {
-      if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-      throw notAccepted("signature or claims do not verify", err);
+      throw joseRefusal(err);
     }
   };
 
@@ -430,7 +454,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
     if (!spec.audience && !forThisService(t.claims)) throw notAccepted("audience is not one this service accepts");
     const payload = await verifiedPayload(token, t.iss);
     const after = claimMismatch(spec, payload);
-    if (after) throw notAccepted(after);
+    if (after) throw notAcceptedVerified(after);
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp };
   };
 
@@ -454,8 +478,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         ...(sk.audiences.length > 0 ? { audience: sk.audiences } : {}),
       }));
     } catch (err) {
-      if ((err as { code?: string }).code === "ERR_JWT_EXPIRED") throw new ExternalTokenError("ERR_JWT_EXPIRED", "token expired", { cause: err });
-      throw notAccepted("signature or claims do not verify", err);
+      throw joseRefusal(err);
     }
     return { identityUid: uid, issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, identityExpiresAt };
   };
@@ -493,13 +516,13 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
   const { directory } = opts;
 
   return {
-    async verify(token, issuer) {
+    async verify(token, issuer, within) {
       const t = await guarded(async () => {
         const t = inspect(token, tolerance);
         if (t.iss !== issuer) throw invalid("issuer mismatch");
         return t;
       });
-      const found = await directory.withIssuerAndSubject(t.iss, t.sub, MAX_CANDIDATE_IDENTITIES);
+      const found = await directory.withIssuerAndSubject(t.iss, t.sub, MAX_CANDIDATE_IDENTITIES, within);
       if (found.length === 0) throw notAccepted("no identity has this issuer and subject");
       const assumed: ExternalAssumption[] = [];
       let refusal: ExternalTokenError | undefined;
@@ -509,7 +532,8 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         } catch (err) {
           // Expiry is the token's, not one identity's; anything else only rules this identity out.
           if (!(err instanceof ExternalTokenError) || err.code === "ERR_JWT_EXPIRED") throw err;
-          refusal ??= err;
+          // A refusal after the signature verified is the one answered: it proves the token's subject.
+          if (!refusal || (err.signatureVerified && !refusal.signatureVerified)) refusal = err;
         }
       }
       if (assumed.length === 0) throw refusal!;
@@ -550,7 +574,7 @@ export function createExternalVerifier(opts: ExternalVerifierOptions): ExternalT
         if (!audiencesOf(t.claims).includes(client.clientId)) throw notAccepted("audience is not the client's");
         const payload = await verifiedPayload(token, client.issuer, client.clientId);
         // An ID token issued to another party that merely lists this client among its audiences.
-        if (payload.azp !== undefined && payload.azp !== client.clientId) throw notAccepted("authorized party is not the client");
+        if (payload.azp !== undefined && payload.azp !== client.clientId) throw notAcceptedVerified("authorized party is not the client");
         return { issuer: t.iss, subject: t.sub, expiresAt: payload.exp ?? t.exp, claims: payload };
       });
     },

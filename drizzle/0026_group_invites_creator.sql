@@ -1,0 +1,3 @@
+ALTER TABLE "group_invites" ADD COLUMN "creator_uid" text COLLATE "C";--> statement-breakpoint
+ALTER TABLE "group_invites" ADD CONSTRAINT "group_invites_creator_uid_identities_uid_fk" FOREIGN KEY ("creator_uid") REFERENCES "public"."identities"("uid") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+CREATE INDEX "group_invites_creator_idx" ON "group_invites" USING btree ("creator_uid");
