@@ -121,16 +121,27 @@ export async function serveLocally(client: PGlite, dataDir: string, opts: { idle
   const pointer = join(dataDir, SOCKET_FILE);
   writeFileSync(pointer, JSON.stringify({ pid: process.pid, path } satisfies SocketPointer) + "\n");
   log.debug("embedded database shared with local commands", { socket: path });
+  // The socket's name and directory go with the process even when it exits without closing (a start that
+  // fails after the database opened, its port taken, ends with process.exit), as the data directory's lock does.
+  const unname = (): void => {
+    try {
+      if (readSocketPointer(dataDir, process.pid) === path) unlinkSync(pointer);
+    } catch {
+      // gone already
+    }
+  };
+  const removeAtExit = (): void => {
+    unname();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.on("exit", removeAtExit);
   let closed: Promise<void> | undefined;
   return {
     path,
     close() {
       closed ??= (async () => {
-        try {
-          if (readSocketPointer(dataDir, process.pid) === path) unlinkSync(pointer);
-        } catch {
-          // gone already
-        }
+        process.off("exit", removeAtExit);
+        unname();
         for (const s of sockets) s.destroy();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         rmSync(dir, { recursive: true, force: true });

@@ -5,7 +5,8 @@
 // rolled back, and the server hears the notifications the command's writes cause (a rotated signing key).
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { eq } from "drizzle-orm";
@@ -124,6 +125,33 @@ describe("the commands while npm start runs on the embedded database", () => {
     expect(existsSync(join(dataDir, SOCKET_FILE))).toBe(false);
     const again = await command(dataDir, ["src/cli/keys.ts", "rotate"]);
     expect(again.code, again.stderr).toBe(0);
+  });
+});
+
+describe("a server that fails to start after opening the embedded database", () => {
+  it("leaves neither its socket nor the socket's name behind (its port was taken)", async () => {
+    const dataDir = scratch("shared-data-dir-");
+    const tmp = scratch("shared-data-dir-tmp-"); // the child's tmpdir(), where its socket's directory goes
+    const taken = createNetServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      const exit = await new Promise<Exit>((resolve) => {
+        execFile(
+          join(root, "node_modules", ".bin", "tsx"),
+          ["src/main.ts"],
+          { cwd: root, env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: "", PORT: port, METRICS_ADDR: "off", TMPDIR: tmp, LOG_LEVEL: "warn" }, timeout: 120_000 },
+          (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr }),
+        );
+      });
+      expect(exit.code, exit.stderr).toBe(1);
+      expect(exit.stderr).toContain(`PORT ${port}: another process already listens`);
+    } finally {
+      taken.close();
+    }
+    expect(existsSync(join(dataDir, LOCK_FILE))).toBe(false);
+    expect(existsSync(join(dataDir, SOCKET_FILE))).toBe(false);
+    expect(readdirSync(tmp).filter((name) => name.startsWith("apiserver-"))).toEqual([]);
   });
 });
 
