@@ -53,7 +53,7 @@ import { failedPrecondition, invalidArgument, permissionDenied, unauthenticated 
 import { log } from "../kernel/log.js";
 import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import type { Executor } from "../kernel/store.js";
-import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
+import { runUnitOfWork, type EventedChange } from "../kernel/unit-of-work.js";
 import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
 import { inviteCodeHash, MAX_INVITE_CODE_LENGTH } from "./group-invite-code.js";
 import { createGroupInviteStore } from "./group-invites.store.js";
@@ -131,8 +131,8 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     return maker.holds(invite.groupUid, [Capability.CAP_IAM_GROUP_INVITES_CREATE, Capability.CAP_IAM_ROLE_BINDINGS_CREATE, ...(role.capabilities as Capability[])]);
   };
 
-  /** The events of what one acceptance changed, as the methods making the same changes record them. */
-  const recordAcceptEvents = async (tx: Executor, actor: string, change: { identity?: IdentityRow; binding?: string; deletedInvite?: string }) => {
+  /** What one acceptance changed, as the methods making the same changes describe it (for their events). */
+  const acceptChanges = async (tx: Executor, change: { identity?: IdentityRow | undefined; binding?: string | undefined; deletedInvite?: string | undefined }) => {
     const changes: EventedChange[] = [];
     if (change.identity) changes.push({ method: IdentitiesService.method.createIdentity, response: toIdentity(change.identity) });
     if (change.binding) {
@@ -144,7 +144,7 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
       const method = GroupInvitesService.method.deleteGroupInvite;
       changes.push({ method, request: create(method.input, { uid: change.deletedInvite }) });
     }
-    await recordEvents(tx, changes, { actor, source: ACCEPT_PATH }, registry);
+    return changes;
   };
 
   /** `attempt.verified` is set once the token has verified (the interceptor's, or verifiedCaller). */
@@ -160,7 +160,10 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
     // Before the transaction: the maker's grants are read as the authenticator reads them (the grants cache).
     if (!(await makerStillGrants(db, invite))) throw new Refusal("the invite's maker is deactivated or no longer holds what making it needed");
 
-    return db.transaction(async (tx) => {
+    // A unit of work (kernel/unit-of-work.ts); the remembered grants are forgotten by the authorization
+    // interceptor, as after every IAM write.
+    const done = await runUnitOfWork({ db, registry, signal: ctx.signal }, async (unit) => {
+      const { tx } = unit;
       if (!(await createGroupInviteStore(tx).claim(invite))) throw new Refusal("the invite was used up or deleted meanwhile");
       const identityStore = createIdentityStore(tx);
       let found = await identityStore.lockClaimMatchIn(invite.groupUid, caller.issuer, caller.subject);
@@ -169,16 +172,16 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
       const created = found ? undefined : await identityStore.insertForToken(invite.groupUid, identityFromToken(caller));
       found ??= { uid: created!.uid, active: true };
       const binding = await createRoleBindingStore(tx).ensure(invite.groupUid, found.uid, invite.roleUid);
-      await recordAcceptEvents(tx, found.uid, {
-        ...(created ? { identity: created } : {}),
-        ...(binding.created ? { binding: binding.uid } : {}),
-        ...(invite.singleUse ? { deletedInvite: invite.uid } : {}),
+      const changes = await acceptChanges(tx, {
+        identity: created,
+        binding: binding.created ? binding.uid : undefined,
+        deletedInvite: invite.singleUse ? invite.uid : undefined,
       });
-      // The call's deadline passed or its client went away: roll back, as a unit of work does.
-      if (ctx.signal.aborted) throw ctx.signal.reason;
-      if (created) log.info("identity created by accepting an invite", { identity: created.uid, invite: invite.uid });
-      return create(AcceptGroupInviteResponseSchema, { identityUid: found.uid, roleBindingUid: binding.uid, groupUid: invite.groupUid, roleUid: invite.roleUid });
+      unit.record(changes, { actor: found.uid, source: ACCEPT_PATH });
+      return { identityUid: found.uid, roleBindingUid: binding.uid, created: created !== undefined };
     });
+    if (done.created) log.info("identity created by accepting an invite", { identity: done.identityUid, invite: invite.uid });
+    return create(AcceptGroupInviteResponseSchema, { identityUid: done.identityUid, roleBindingUid: done.roleBindingUid, groupUid: invite.groupUid, roleUid: invite.roleUid });
   };
 
   const impl: ServiceImpl<typeof GroupInviteAcceptanceService> = {

@@ -17,10 +17,12 @@ import type { Db } from "../db/client.js";
 import type { IdentityRow } from "../db/schema/index.js";
 import { BodyTooLargeError, readBody } from "../gateway/body.js";
 import { isConnectionError, isUniqueViolation, sqlStateOf } from "../kernel/errors/index.js";
+import { registry } from "../kernel/descriptors.js";
 import { log } from "../kernel/log.js";
 import type { RequestRecord } from "../kernel/request.js";
 import { unstorableJson } from "../kernel/stored-json.js";
 import { isValidUid } from "../kernel/uidp.js";
+import { runUnitOfWork, type UnitOfWork } from "../kernel/unit-of-work.js";
 import { parseScimFilter, ScimFilterError } from "./scim.filter.js";
 import { applyPatch, LIST_SCHEMA, ScimError, scimIdOf, userFields, userOf, userResource } from "./scim.mapper.js";
 import { createScimStore, filterCondition, type ScimProvider } from "./scim.store.js";
@@ -144,14 +146,9 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
     return body;
   };
 
-  /** A write in one transaction under the provider's lock; cached grants forgotten before the answer. */
-  const write = async <T>(providerUid: string, hash: string, fn: (tx: Db, provider: ScimProvider) => Promise<T>): Promise<T> => {
-    try {
-      return await store.write(providerUid, hash, fn);
-    } finally {
-      opts.grantsChanged();
-    }
-  };
+  /** A write as a unit of work under the provider's lock; cached grants forgotten before the answer. */
+  const write = <T>(providerUid: string, hash: string, fn: (unit: UnitOfWork, provider: ScimProvider) => Promise<T>): Promise<T> =>
+    runUnitOfWork({ db: opts.db, registry, grantsChanged: opts.grantsChanged }, async (unit) => fn(unit, await store.lockProvider(unit, providerUid, hash)));
 
   async function serve(req: Request, res: Response, path: string, query: string): Promise<void> {
     const r = route(path);
@@ -194,7 +191,7 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
       }
       if (method === "POST") {
         const fields = userFields(await readJson(req));
-        const row = await write(provider.uid, hash, (tx, p) => store.create(tx, p, fields));
+        const row = await write(provider.uid, hash, (unit, p) => store.create(unit, p, fields));
         const body = resource(row);
         return send(res, 201, body, { location: (body.meta as { location: string }).location });
       }
@@ -215,25 +212,25 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
       }
       case "PUT": {
         const fields = userFields(await readJson(req));
-        const row = await write(provider.uid, hash, async (tx, p) => {
-          const current = await store.lock(tx, p, id);
+        const row = await write(provider.uid, hash, async (unit, p) => {
+          const current = await store.lock(unit, p, id);
           if (!current) throw missing();
-          return store.replace(tx, p, current, fields);
+          return store.replace(unit, p, current, fields);
         });
         return send(res, 200, resource(row));
       }
       case "PATCH": {
         const body = await readJson(req);
-        const row = await write(provider.uid, hash, async (tx, p) => {
-          const current = await store.lock(tx, p, id);
+        const row = await write(provider.uid, hash, async (unit, p) => {
+          const current = await store.lock(unit, p, id);
           if (!current) throw missing();
           const fields = userFields(applyPatch(userOf(current), body));
-          return store.replace(tx, p, current, { ...fields, active: fields.active ?? current.active });
+          return store.replace(unit, p, current, { ...fields, active: fields.active ?? current.active });
         });
         return send(res, 200, resource(row));
       }
       case "DELETE": {
-        const deleted = await write(provider.uid, hash, (tx, p) => store.delete(tx, p, id));
+        const deleted = await write(provider.uid, hash, (unit, p) => store.delete(unit, p, id));
         if (!deleted) throw missing();
         return send(res, 204, undefined);
       }

@@ -5,7 +5,7 @@
 // external_idx); userName lives in the scim column, so every write first locks the provider's row (FOR NO KEY
 // UPDATE: logins inserting identities that reference it are not blocked) and checks under that lock. The same
 // query re-checks the token, so a write never commits after its token was revoked. Each write records its
-// identity event in the outbox, in its transaction (see recordEvent).
+// identity event in the outbox, in its unit of work (see recordEvent).
 import { create } from "@bufbuild/protobuf";
 import { and, asc, count, eq, gt, inArray, isNotNull, isNull, ne, notInArray, or, sql, type SQL } from "drizzle-orm";
 import {
@@ -17,9 +17,8 @@ import {
 } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import type { Db } from "../db/client.js";
 import { externalGroupRoleMappings, identities, identityProviders, roleBindings, type IdentityProviderRow, type IdentityRow } from "../db/schema/index.js";
-import { registry } from "../kernel/descriptors.js";
 import { unstorableText } from "../kernel/stored-json.js";
-import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
+import type { EventedChange, UnitOfWork } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
 import { toIdentity } from "./identities.mapper.js";
 import type { ScimFilter } from "./scim.filter.js";
@@ -71,11 +70,14 @@ function relationshipColumns(provider: ScimProvider, fields: ScimUserFields) {
 }
 
 // SCIM writes record the identity events of the IdentitiesService methods they stand for (created, updated,
-// deleted: their types, audience and group from those methods' event options), in the write's transaction.
+// deleted: their types, audience and group from those methods' event options), in the write's unit of work.
 // The event's method is the SCIM endpoint, and its actor the provider: no identity made the call.
-async function recordEvent(tx: Db, provider: ScimProvider, change: EventedChange): Promise<void> {
-  await recordEvents(tx, [change], { actor: provider.uid, source: `/scim/v2/${provider.uid}/Users` }, registry);
+function recordEvent(unit: UnitOfWork, provider: ScimProvider, change: EventedChange): void {
+  unit.record([change], { actor: provider.uid, source: `/scim/v2/${provider.uid}/Users` });
 }
+
+/** The unit of work's transaction, as the store's queries take it. */
+const txOf = (unit: UnitOfWork) => unit.tx as unknown as Db;
 
 const USER_NAME = sql`lower(coalesce(${identities.scim}->>'userName', nullif(${identities.email}, ''), ${identities.name}))`;
 
@@ -182,15 +184,13 @@ export function createScimStore(db: Db) {
     },
 
     /**
-     * Runs a write in one transaction, after locking the provider's row and checking the token again under
-     * that lock (401 when it is no longer valid).
+     * Locks the provider's row for a write's unit of work, checking the token again under that lock (401 when
+     * it is no longer valid).
      */
-    async write<T>(providerUid: string, tokenHash: string, fn: (tx: Db, provider: ScimProvider) => Promise<T>): Promise<T> {
-      return db.transaction(async (tx) => {
-        const [provider] = await tx.select(providerColumns).from(identityProviders).where(tokenMatches(providerUid, tokenHash)).for("no key update");
-        if (!provider) throw new ScimError(401, "the SCIM token is not valid for this endpoint");
-        return fn(tx as unknown as Db, provider);
-      });
+    async lockProvider(unit: UnitOfWork, providerUid: string, tokenHash: string): Promise<ScimProvider> {
+      const [provider] = await txOf(unit).select(providerColumns).from(identityProviders).where(tokenMatches(providerUid, tokenHash)).for("no key update");
+      if (!provider) throw new ScimError(401, "the SCIM token is not valid for this endpoint");
+      return provider;
     },
 
     async get(provider: ScimProvider, id: string): Promise<IdentityRow | undefined> {
@@ -211,7 +211,8 @@ export function createScimStore(db: Db) {
     },
 
     /** Creates the identity under the provider's group, bound to its default role there (a binding made by hand). */
-    async create(tx: Db, provider: ScimProvider, fields: ScimUserFields): Promise<IdentityRow> {
+    async create(unit: UnitOfWork, provider: ScimProvider, fields: ScimUserFields): Promise<IdentityRow> {
+      const tx = txOf(unit);
       await checkUnique(tx, provider, fields);
       const uid = newChildUid(provider.groupUid);
       const [row] = await tx
@@ -220,18 +221,19 @@ export function createScimStore(db: Db) {
         .returning();
       await tx.insert(roleBindings).values({ uid: newChildUid(provider.groupUid), groupUid: provider.groupUid, identityUid: uid, roleUid: provider.defaultRoleUid });
       const identity = toIdentity(row!);
-      await recordEvent(tx, provider, { method: IdentitiesService.method.createIdentity, request: create(CreateIdentityRequestSchema, { parent: provider.groupUid, identity }), response: identity });
+      recordEvent(unit, provider, { method: IdentitiesService.method.createIdentity, request: create(CreateIdentityRequestSchema, { parent: provider.groupUid, identity }), response: identity });
       return row!;
     },
 
     /** The user locked for a change, or undefined. */
-    async lock(tx: Db, provider: ScimProvider, id: string): Promise<IdentityRow | undefined> {
-      const [row] = await tx.select().from(identities).where(byId(provider, id)).for("update");
+    async lock(unit: UnitOfWork, provider: ScimProvider, id: string): Promise<IdentityRow | undefined> {
+      const [row] = await txOf(unit).select().from(identities).where(byId(provider, id)).for("update");
       return row;
     },
 
     /** Replaces what the User sets; `active` left undefined keeps the identity's state. */
-    async replace(tx: Db, provider: ScimProvider, current: IdentityRow, fields: ScimUserFields): Promise<IdentityRow> {
+    async replace(unit: UnitOfWork, provider: ScimProvider, current: IdentityRow, fields: ScimUserFields): Promise<IdentityRow> {
+      const tx = txOf(unit);
       await checkUnique(tx, provider, fields, current);
       if (fields.externalId !== current.externalId) await repoint(tx, provider, current);
       const [row] = await tx
@@ -245,15 +247,15 @@ export function createScimStore(db: Db) {
         .where(eq(identities.uid, current.uid))
         .returning();
       const identity = toIdentity(row!);
-      await recordEvent(tx, provider, { method: IdentitiesService.method.updateIdentity, request: create(UpdateIdentityRequestSchema, { identity }), response: identity });
+      recordEvent(unit, provider, { method: IdentitiesService.method.updateIdentity, request: create(UpdateIdentityRequestSchema, { identity }), response: identity });
       return row!;
     },
 
     /** Deletes the user (its role bindings go with it); false when it did not exist. */
-    async delete(tx: Db, provider: ScimProvider, id: string): Promise<boolean> {
-      const [deleted] = await tx.delete(identities).where(byId(provider, id)).returning({ uid: identities.uid });
+    async delete(unit: UnitOfWork, provider: ScimProvider, id: string): Promise<boolean> {
+      const [deleted] = await txOf(unit).delete(identities).where(byId(provider, id)).returning({ uid: identities.uid });
       if (!deleted) return false;
-      await recordEvent(tx, provider, { method: IdentitiesService.method.deleteIdentity, request: create(DeleteIdentityRequestSchema, { uid: deleted.uid }) });
+      recordEvent(unit, provider, { method: IdentitiesService.method.deleteIdentity, request: create(DeleteIdentityRequestSchema, { uid: deleted.uid }) });
       return true;
     },
   };

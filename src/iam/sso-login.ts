@@ -28,8 +28,10 @@
 // same changes record it (identity created, role binding created or deleted: their types, bodies and
 // groups), with the identity logging in as the actor and the token exchange as the method that emitted it.
 //
-// Role binding writes fire the grants NOTIFY trigger (other replicas forget); this replica's own cache is
-// told at once through `grantsChanged`, before the exchange answers.
+// The login is a unit of work (kernel/unit-of-work.ts): one transaction, rolled back when the exchange's
+// call was aborted meanwhile. Role binding writes fire the grants NOTIFY trigger (other replicas forget);
+// this replica's own cache is told at once through `grantsChanged`, after the commit and before the exchange
+// answers, when the login created or changed anything.
 import { create } from "@bufbuild/protobuf";
 import { and, asc, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
 import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
@@ -44,7 +46,7 @@ import { registry } from "../kernel/descriptors.js";
 import { unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
 import type { Executor } from "../kernel/store.js";
-import { recordEvents, type EventedChange } from "../kernel/unit-of-work.js";
+import { runUnitOfWork, type EventedChange } from "../kernel/unit-of-work.js";
 import { isValidUid, newChildUid } from "../kernel/uidp.js";
 import { identityFromToken, toIdentity } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
@@ -85,8 +87,8 @@ function externalIdOf(rule: number, claims: Record<string, unknown>, sub: string
 
 const EXCHANGE_PATH = `/${SecurityTokenService.typeName}/${SecurityTokenService.method.exchange.name}`;
 
-/** The events of what one login changed, as the methods making the same changes record them. */
-async function recordLoginEvents(tx: Executor, actor: string, change: { created?: IdentityRow | undefined; added: string[]; removed: string[] }): Promise<void> {
+/** What one login changed, as the methods making the same changes describe it (for their events). */
+async function loginChanges(tx: Executor, change: { created?: IdentityRow | undefined; added: string[]; removed: string[] }): Promise<EventedChange[]> {
   const changes: EventedChange[] = [];
   if (change.created) changes.push({ method: IdentitiesService.method.createIdentity, response: toIdentity(change.created) });
   for (const b of await createRoleBindingStore(tx).findHydratedMany(change.added)) {
@@ -95,7 +97,7 @@ async function recordLoginEvents(tx: Executor, actor: string, change: { created?
   for (const uid of change.removed) {
     changes.push({ method: RoleBindingsService.method.deleteRoleBinding, request: create(RoleBindingsService.method.deleteRoleBinding.input, { uid }) });
   }
-  await recordEvents(tx, changes, { actor, source: EXCHANGE_PATH }, registry);
+  return changes;
 }
 
 type Provider = Pick<
@@ -142,7 +144,7 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
   }
 
   return {
-    async login(providerUid, token) {
+    async login(providerUid, token, signal) {
       let provider: Provider | undefined;
       const verified = await opts.verifier.verifyIdToken(token, async () => {
         if (!isValidUid(providerUid)) return undefined;
@@ -165,7 +167,8 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
       const externalId = externalIdOf(p.oidcCorrelationRule, claims, verified.subject);
       const groups = groupsOf(claims, p.oidcGroupsClaim);
 
-      const outcome = await db.transaction(async (tx) => {
+      const outcome = await runUnitOfWork({ db, registry, signal, grantsChanged: opts.grantsChanged }, async (unit) => {
+        const { tx } = unit;
         const identityStore = createIdentityStore(tx);
         let row = await identityStore.lockByProvider(p.uid, externalId);
         let created: IdentityRow | undefined;
@@ -184,16 +187,19 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
           row = created ?? (await identityStore.lockByProvider(p.uid, externalId));
           if (!row) throw new Error(`identity of ${p.uid} ${externalId} neither inserted nor found`);
         }
-        if (!row.active) return { uid: row.uid, active: false, created: false, changed: false };
+        if (!row.active) {
+          unit.keepGrants();
+          return { uid: row.uid, active: false, created: false };
+        }
         const { added, removed } = await sync(tx, p, row.uid, groups);
-        await recordLoginEvents(tx, row.uid, { created, added: [...defaultBinding, ...added], removed });
-        return { uid: row.uid, active: true, created: created !== undefined, changed: added.length > 0 || removed.length > 0 };
+        unit.record(await loginChanges(tx, { created, added: [...defaultBinding, ...added], removed }), { actor: row.uid, source: EXCHANGE_PATH });
+        if (created === undefined && added.length === 0 && removed.length === 0) unit.keepGrants();
+        return { uid: row.uid, active: true, created: created !== undefined };
       });
 
       if (!outcome.active) {
         throw unauthenticated(`Identity ${outcome.uid} has been deactivated by its identity provider`, "IDENTITY_INACTIVE");
       }
-      if (outcome.created || outcome.changed) opts.grantsChanged?.();
       if (outcome.created) log.info("identity created at first login", { identity: outcome.uid, provider: p.uid });
       return { identityUid: outcome.uid, issuer: verified.issuer, subject: verified.subject, expiresAt: verified.expiresAt, homeGroup: p.groupUid };
     },

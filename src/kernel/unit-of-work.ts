@@ -11,7 +11,7 @@ import { create, type DescMethod, type Message, type Registry } from "@bufbuild/
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { outboxEvents } from "../db/schema/outbox.js";
 import { accessKey } from "./auth/principal.js";
-import { eventPlanOf, outboxEventOf, type EventPlan } from "./outbox.js";
+import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "./outbox.js";
 import type { Executor } from "./store.js";
 
 const transactionKey = createContextKey<Executor | undefined>(undefined, { description: "the call's unit of work" });
@@ -46,25 +46,22 @@ export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
     if (plan === undefined) plans.set(method, (plan = eventPlanOf(method) ?? null));
     return plan;
   };
+  // The remembered grants are forgotten by the authorization interceptor, for every IAM write (grantServices).
   return (next) => async (req) => {
-    const plan = planOf(req.method);
-    if (!plan || req.stream) return next(req);
-    return opts.db.transaction(async (tx) => {
-      req.contextValues.set(transactionKey, tx);
+    if (!planOf(req.method) || req.stream) return next(req);
+    return runUnitOfWork({ db: opts.db, registry: opts.registry, signal: req.signal }, async (unit) => {
+      req.contextValues.set(transactionKey, unit.tx);
       const res = await next(req);
       if (!res.stream) {
         const actor = req.contextValues.get(accessKey)?.principal.identityUid ?? "";
-        await tx.insert(outboxEvents).values(outboxEventOf(plan, { request: req.message, response: res.message, actor }, opts.registry));
+        unit.record([{ method: req.method, request: req.message, response: res.message }], { actor });
       }
-      // The call's deadline passed (it has answered DEADLINE_EXCEEDED) or its client went away: roll back,
-      // so no change is committed behind an answer that says the call failed.
-      if (req.signal.aborted) throw req.signal.reason;
       return res;
     });
   };
 }
 
-/** A change made outside a unit of work, as the API method making the same change would describe it. */
+/** A change, as the API method making the same change would describe it (and record its event). */
 export interface EventedChange<M extends DescMethod = DescMethod> {
   method: M;
   /** The method's request (what a delete's event body is). Default: an empty request. */
@@ -73,24 +70,77 @@ export interface EventedChange<M extends DescMethod = DescMethod> {
   response?: Message;
 }
 
-const sidePlans = new Map<DescMethod, EventPlan>();
+/** Who made a change: the event's actor, and its method (default: the API method's path). */
+export interface ChangeSource {
+  actor: string;
+  /** The path that made the change when it is not the API method (a login, an invite accepted, a SCIM write). */
+  source?: string;
+}
+
+/** The work inside a unit of work: its transaction, and what it tells the unit. */
+export interface UnitOfWork {
+  /** The transaction: every read and write of the work goes through it (stores made over it). */
+  readonly tx: Executor;
+  /** The events of `changes`, recorded in the transaction once the work has returned. */
+  record(changes: readonly EventedChange[], who: ChangeSource): void;
+  /** The work changed nothing grants hang on: the remembered grants are kept (by default they are forgotten). */
+  keepGrants(): void;
+}
+
+export interface RunUnitOfWorkOptions {
+  db: Executor;
+  /** Types for the JSON of event bodies (Any). */
+  registry: Registry;
+  /** The call's signal: aborted (deadline passed, client gone) before the commit, the work is rolled back. */
+  signal?: AbortSignal | undefined;
+  /** Makes this server forget the grants it remembered: run once the transaction has ended. */
+  grantsChanged?: (() => void) | undefined;
+}
+
+const plansOfChanges = new Map<DescMethod, EventPlan>();
+
+function eventOfChange({ method, request, response }: EventedChange, who: ChangeSource, registry: Registry) {
+  let plan = plansOfChanges.get(method);
+  if (!plan) {
+    plan = eventPlanOf(method);
+    if (!plan) throw new Error(`${method.parent.typeName}/${method.name} declares no event`);
+    plansOfChanges.set(method, plan);
+  }
+  const call = { request: request ?? create(method.input), response: response ?? create(method.output), actor: who.actor };
+  const event = outboxEventOf(plan, call, registry);
+  return who.source === undefined ? event : { ...event, method: who.source };
+}
 
 /**
- * Records, in `tx`, the events of changes made outside a unit of work (a login through an identity
- * provider, an invite accepted, a SCIM write): each the event its API method records, with the caller as
- * actor and `source` (the path that made the change) as the event's method.
+ * Runs `work` as a unit of work, for an RPC (the interceptor above) as for a write outside the API's methods
+ * (a login through an identity provider, an invite accepted, a SCIM write): in one transaction; the events
+ * it records written in that transaction after it returns; rolled back when `signal` was aborted meanwhile,
+ * so no change is committed behind an answer that says the call failed; and once the transaction has ended,
+ * the remembered grants forgotten (`grantsChanged`), unless the work said it changed none of them. A work
+ * that fails also has them forgotten: whether its commit happened may be unknown.
  */
-export async function recordEvents(tx: Executor, changes: readonly EventedChange[], who: { actor: string; source: string }, registry: Registry): Promise<void> {
-  if (changes.length === 0) return;
-  const events = changes.map(({ method, request, response }) => {
-    let plan = sidePlans.get(method);
-    if (!plan) {
-      plan = eventPlanOf(method);
-      if (!plan) throw new Error(`${method.parent.typeName}/${method.name} declares no event`);
-      sidePlans.set(method, plan);
-    }
-    const call = { request: request ?? create(method.input), response: response ?? create(method.output), actor: who.actor };
-    return { ...outboxEventOf(plan, call, registry), method: who.source };
-  });
-  await tx.insert(outboxEvents).values(events);
+export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: UnitOfWork) => Promise<T>): Promise<T> {
+  let forgetGrants = true;
+  try {
+    return await opts.db.transaction(async (tx) => {
+      const events: OutboxEvent[] = [];
+      const result = await work({
+        tx,
+        record: (changes, who) => {
+          for (const change of changes) events.push(eventOfChange(change, who, opts.registry));
+        },
+        keepGrants: () => {
+          forgetGrants = false;
+        },
+      });
+      if (events.length > 0) await tx.insert(outboxEvents).values(events);
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      return result;
+    });
+  } catch (err) {
+    forgetGrants = true;
+    throw err;
+  } finally {
+    if (forgetGrants) opts.grantsChanged?.();
+  }
 }

@@ -223,7 +223,7 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
   }
 
   return {
-    exchange: (req: ExchangeRequest, ctx: HandlerContext) => limited(ctx, (token, attempt) => exchange(req, token, attempt)),
+    exchange: (req: ExchangeRequest, ctx: HandlerContext) => limited(ctx, (token, attempt) => exchange(req, token, attempt, ctx.signal)),
     exchangeRefreshToken: (req: ExchangeRefreshTokenRequest, ctx: HandlerContext) => limited(ctx, (token) => refresh(req, token)),
   };
 
@@ -262,10 +262,10 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     }
   }
 
-  async function exchange(req: ExchangeRequest, token: string | undefined, attempt: Attempt) {
+  async function exchange(req: ExchangeRequest, token: string | undefined, attempt: Attempt, signal: AbortSignal) {
     if (!token) throw unauthenticated("Exchange needs the token to exchange in an Authorization: Bearer <token> header", "TOKEN_MISSING");
     const asked = validate(req, deps.issuerUrl);
-    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token, attempt), asked);
+    if (req.identityProvider !== "") return mint(req, await providerLogin(req.identityProvider, token, attempt, signal), asked);
     const verifier = deps.external;
     if (!canAssume(verifier)) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for external tokens" });
@@ -309,12 +309,12 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
     return chooseCandidate(remaining, "exchange again naming it in `identity`").assumption;
   }
 
-  async function providerLogin(providerUid: string, token: string, attempt: Attempt): Promise<ExternalAssumption> {
+  async function providerLogin(providerUid: string, token: string, attempt: Attempt, signal: AbortSignal): Promise<ExternalAssumption> {
     if (!deps.providerLogin) {
       throw failedPrecondition({ type: "EXCHANGE_NOT_CONFIGURED", description: "this server has no verifier for identity providers' tokens" });
     }
     try {
-      const found = await deps.providerLogin.login(providerUid, token);
+      const found = await deps.providerLogin.login(providerUid, token, signal);
       attempt.verified = true;
       return found;
     } catch (err) {

@@ -9,7 +9,7 @@ export interface ProviderLogin {
    * to (creating it on first login) and brings its group-mapped role bindings in line with the token's
    * groups claim, all in one transaction. Refuses with an ExternalTokenError when the token is not one of the
    * provider's (the same NOT_ACCEPTED for an unknown provider), and with UNAUTHENTICATED when the identity
-   * has been deactivated.
+   * has been deactivated. `signal` is the exchange's: aborted before the commit, nothing is changed.
    */
-  login(providerUid: string, token: string): Promise<ExternalAssumption>;
+  login(providerUid: string, token: string, signal?: AbortSignal): Promise<ExternalAssumption>;
 }
