@@ -166,12 +166,16 @@ export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[
       const { tx } = unit;
       if (!(await createGroupInviteStore(tx).claim(invite))) throw new Refusal("the invite was used up or deleted meanwhile");
       const identityStore = createIdentityStore(tx);
-      let found = await identityStore.lockClaimMatchIn(invite.groupUid, caller.issuer, caller.subject);
+      const found = await identityStore.findOrCreateBound({
+        find: () => identityStore.lockClaimMatchIn(invite.groupUid, caller.issuer, caller.subject),
+        insert: () => identityStore.insertForToken(invite.groupUid, identityFromToken(caller)),
+        group: invite.groupUid,
+        role: invite.roleUid,
+        bindFound: true,
+      });
       // Deactivated by its provider: accepting an invite does not bring it back, nor make another beside it.
-      if (found && !found.active) throw new Refusal("the caller's identity in the group is deactivated");
-      const created = found ? undefined : await identityStore.insertForToken(invite.groupUid, identityFromToken(caller));
-      found ??= { uid: created!.uid, active: true };
-      const binding = await createRoleBindingStore(tx).ensure(invite.groupUid, found.uid, invite.roleUid);
+      if (!found.binding) throw new Refusal("the caller's identity in the group is deactivated");
+      const { created, binding } = found;
       const changes = await acceptChanges(tx, {
         identity: created,
         binding: binding.created ? binding.uid : undefined,

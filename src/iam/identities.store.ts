@@ -12,6 +12,7 @@ import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js"
 import { resourceStore, type Executor } from "../kernel/store.js";
 import { uidpPredicate } from "../kernel/uidp.js";
 import type { identityFromToken } from "./identities.mapper.js";
+import { createRoleBindingStore } from "./role-bindings.store.js";
 
 export interface IdentityListFilter {
   /** The caller's visible scopes: only identities beneath one of them are listed and counted. */
@@ -28,6 +29,16 @@ const identityOrderColumns = {
   create_time: identities.createTime,
   update_time: identities.updateTime,
 } as const;
+
+/** An identity found (locked) or created, and the binding ensured for it. */
+export interface BoundIdentity {
+  uid: string;
+  active: boolean;
+  /** The row, when this call created it. */
+  created: IdentityRow | undefined;
+  /** The binding to the role (created when missing); undefined when none was ensured (see findOrCreateBound). */
+  binding: { uid: string; created: boolean } | undefined;
+}
 
 export function createIdentityStore(db: Executor) {
   const base = resourceStore(db, {
@@ -129,6 +140,32 @@ export function createIdentityStore(db: Executor) {
         .orderBy(desc(isSelf), desc(isPerson), identities.uid)
         .limit(1);
       return row?.uid;
+    },
+
+    /**
+     * Finds or creates a person's identity, then ensures its binding to `role` on `group`: what a login
+     * through a provider, an accepted invite and a SCIM create share. `find` locks the identity (none: every
+     * call creates); `insert` creates it, or answers undefined when a concurrent write made it first (its
+     * insert yields to a unique index), and `find` reads that one. A created identity is always bound; a
+     * found one only when `bindFound` is set and it is active.
+     */
+    async findOrCreateBound(how: {
+      find?: () => Promise<{ uid: string; active: boolean } | undefined>;
+      insert: () => Promise<IdentityRow | undefined>;
+      group: string;
+      role: string;
+      bindFound: boolean;
+    }): Promise<BoundIdentity> {
+      let found = await how.find?.();
+      let created: IdentityRow | undefined;
+      if (!found) {
+        created = await how.insert();
+        found = created ?? (await how.find?.());
+        if (!found) throw new Error(`an identity under ${how.group} was neither inserted nor found`);
+      }
+      const bind = created !== undefined || (how.bindFound && found.active);
+      const binding = bind ? await createRoleBindingStore(db).ensure(how.group, found.uid, how.role) : undefined;
+      return { uid: found.uid, active: found.active, created, binding };
     },
   };
 }

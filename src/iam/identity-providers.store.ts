@@ -1,7 +1,7 @@
 // Identity providers in the database. A provider references its group and its default role (RESTRICT);
 // its external group role mappings go with it (CASCADE), and the identities it created stay, no longer
 // tied to it (SET NULL). The client secret column holds only sealed values (secret-box.ts).
-import { and, countDistinct, eq, inArray, isNull, ne, or, sql } from "drizzle-orm";
+import { and, asc, countDistinct, eq, inArray, isNotNull, isNull, ne, notInArray, or, sql } from "drizzle-orm";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentityProviderSchema } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -10,7 +10,7 @@ import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
-import { uidpPredicate } from "../kernel/uidp.js";
+import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
 
 export interface IdentityProviderListFilter {
   /** The caller's visible scopes: only providers beneath one of them are listed and counted. */
@@ -26,6 +26,12 @@ const orderColumns = {
   create_time: identityProviders.createTime,
   update_time: identityProviders.updateTime,
 } as const;
+
+/** What a login through a provider needs of it (sso-login.ts). */
+export type LoginProvider = Pick<
+  IdentityProviderRow,
+  "uid" | "groupUid" | "defaultRoleUid" | "oidcIssuer" | "oidcClientId" | "oidcGroupsClaim" | "oidcCorrelationRule"
+>;
 
 export function createIdentityProviderStore(db: Executor) {
   const base = resourceStore<typeof identityProviders, IdentityProviderRow, typeof identityProviders.$inferInsert, "groupUid">(db, {
@@ -107,6 +113,57 @@ export function createIdentityProviderStore(db: Executor) {
      */
     async detachIdentities(provider: string): Promise<void> {
       await db.update(identities).set({ identityProviderUid: null, updateTime: sql`now()` }).where(eq(identities.identityProviderUid, provider));
+    },
+
+    /** The provider as a login needs it, or undefined. */
+    async findForLogin(uid: string): Promise<LoginProvider | undefined> {
+      const p = identityProviders;
+      const [row] = await db
+        .select({
+          uid: p.uid,
+          groupUid: p.groupUid,
+          defaultRoleUid: p.defaultRoleUid,
+          oidcIssuer: p.oidcIssuer,
+          oidcClientId: p.oidcClientId,
+          oidcGroupsClaim: p.oidcGroupsClaim,
+          oidcCorrelationRule: p.oidcCorrelationRule,
+        })
+        .from(p)
+        .where(eq(p.uid, uid));
+      return row;
+    },
+
+    /**
+     * Brings the identity's bindings made by the provider's mappings in line with `groups` (the external
+     * groups its login lists: see sso-login.ts): the uids of the bindings added and removed.
+     */
+    async syncMappedBindings(provider: string, identityUid: string, groups: readonly string[]): Promise<{ added: string[]; removed: string[] }> {
+      const m = externalGroupRoleMappings;
+      const wanted =
+        groups.length === 0
+          ? []
+          : await db
+              .select({ uid: m.uid, roleUid: m.roleUid, scope: m.scope })
+              .from(m)
+              .where(and(eq(m.identityProviderUid, provider), inArray(m.externalGroupId, [...new Set(groups)])))
+              // Of two mappings of one role on one scope, the older makes the binding (a stable choice).
+              .orderBy(asc(m.createTime), asc(m.uid));
+      const keep = wanted.map((w) => w.uid);
+      // Removed first: a group lost and a group kept that map the same role on the same scope leave the
+      // binding made by the kept one.
+      const removed = await db
+        .delete(roleBindings)
+        .where(and(eq(roleBindings.identityUid, identityUid), isNotNull(roleBindings.mappingUid), keep.length > 0 ? notInArray(roleBindings.mappingUid, keep) : undefined))
+        .returning({ uid: roleBindings.uid });
+      if (wanted.length === 0) return { added: [], removed: removed.map((r) => r.uid) };
+      // One binding per group, identity and role: where one exists (by hand, or by another mapping of the
+      // same role and scope) nothing is added.
+      const added = await db
+        .insert(roleBindings)
+        .values(wanted.map((w) => ({ uid: newChildUid(w.scope), groupUid: w.scope, identityUid, roleUid: w.roleUid, mappingUid: w.uid })))
+        .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
+        .returning({ uid: roleBindings.uid });
+      return { added: added.map((r) => r.uid), removed: removed.map((r) => r.uid) };
     },
   };
 }

@@ -21,6 +21,7 @@ import { unstorableText } from "../kernel/stored-json.js";
 import type { EventedChange, UnitOfWork } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
 import { toIdentity } from "./identities.mapper.js";
+import { createIdentityStore } from "./identities.store.js";
 import type { ScimFilter } from "./scim.filter.js";
 import { ScimError, userOf, type ScimUserFields } from "./scim.mapper.js";
 
@@ -214,12 +215,16 @@ export function createScimStore(db: Db) {
     async create(unit: UnitOfWork, provider: ScimProvider, fields: ScimUserFields): Promise<IdentityRow> {
       const tx = txOf(unit);
       await checkUnique(tx, provider, fields);
-      const uid = newChildUid(provider.groupUid);
-      const [row] = await tx
-        .insert(identities)
-        .values({ uid, parentUid: provider.groupUid, identityProviderUid: provider.uid, active: fields.active ?? true, ...userColumns(fields), ...relationshipColumns(provider, fields) })
-        .returning();
-      await tx.insert(roleBindings).values({ uid: newChildUid(provider.groupUid), groupUid: provider.groupUid, identityUid: uid, roleUid: provider.defaultRoleUid });
+      const { created: row } = await createIdentityStore(tx).findOrCreateBound({
+        insert: async () => {
+          const values = { parentUid: provider.groupUid, identityProviderUid: provider.uid, active: fields.active ?? true, ...userColumns(fields), ...relationshipColumns(provider, fields) };
+          const [inserted] = await tx.insert(identities).values({ uid: newChildUid(provider.groupUid), ...values }).returning();
+          return inserted;
+        },
+        group: provider.groupUid,
+        role: provider.defaultRoleUid,
+        bindFound: false,
+      });
       const identity = toIdentity(row!);
       recordEvent(unit, provider, { method: IdentitiesService.method.createIdentity, request: create(CreateIdentityRequestSchema, { parent: provider.groupUid, identity }), response: identity });
       return row!;

@@ -33,13 +33,12 @@
 // this replica's own cache is told at once through `grantsChanged`, after the commit and before the exchange
 // answers, when the login created or changed anything.
 import { create } from "@bufbuild/protobuf";
-import { and, asc, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
 import { IdentityProvider_OIDC_CorrelationRule as CorrelationRule } from "../../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
 import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
 import type { Db } from "../db/client.js";
-import { externalGroupRoleMappings, identityProviders, roleBindings, type IdentityRow } from "../db/schema/index.js";
+import type { IdentityRow } from "../db/schema/index.js";
 import { ExternalTokenError, type ExternalTokenVerifier } from "../kernel/auth/external.js";
 import type { ProviderLogin } from "../kernel/auth/provider-login.js";
 import { registry } from "../kernel/descriptors.js";
@@ -47,9 +46,10 @@ import { unauthenticated } from "../kernel/errors/index.js";
 import { log } from "../kernel/log.js";
 import type { Executor } from "../kernel/store.js";
 import { runUnitOfWork, type EventedChange } from "../kernel/unit-of-work.js";
-import { isValidUid, newChildUid } from "../kernel/uidp.js";
+import { isValidUid } from "../kernel/uidp.js";
 import { identityFromToken, toIdentity } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
+import { createIdentityProviderStore, type LoginProvider } from "./identity-providers.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { createRoleBindingStore } from "./role-bindings.store.js";
 
@@ -100,66 +100,15 @@ async function loginChanges(tx: Executor, change: { created?: IdentityRow | unde
   return changes;
 }
 
-type Provider = Pick<
-  typeof identityProviders.$inferSelect,
-  "uid" | "groupUid" | "defaultRoleUid" | "oidcIssuer" | "oidcClientId" | "oidcGroupsClaim" | "oidcCorrelationRule"
->;
-
 export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
   const { db } = opts;
 
-  /** Brings the identity's mapped bindings in line with `groups`: the bindings added and removed. */
-  async function sync(tx: Executor, provider: Provider, identityUid: string, groups: readonly string[]): Promise<{ added: string[]; removed: string[] }> {
-    const wanted =
-      groups.length === 0
-        ? []
-        : await tx
-            .select({ uid: externalGroupRoleMappings.uid, roleUid: externalGroupRoleMappings.roleUid, scope: externalGroupRoleMappings.scope })
-            .from(externalGroupRoleMappings)
-            .where(and(eq(externalGroupRoleMappings.identityProviderUid, provider.uid), inArray(externalGroupRoleMappings.externalGroupId, [...new Set(groups)])))
-            // Of two mappings of one role on one scope, the older makes the binding (a stable choice).
-            .orderBy(asc(externalGroupRoleMappings.createTime), asc(externalGroupRoleMappings.uid));
-    const keep = wanted.map((m) => m.uid);
-    // Removed first: a group lost and a group kept that map the same role on the same scope leave the
-    // binding made by the kept one.
-    const removed = await tx
-      .delete(roleBindings)
-      .where(
-        and(
-          eq(roleBindings.identityUid, identityUid),
-          isNotNull(roleBindings.mappingUid),
-          keep.length > 0 ? notInArray(roleBindings.mappingUid, keep) : undefined,
-        ),
-      )
-      .returning({ uid: roleBindings.uid });
-    if (wanted.length === 0) return { added: [], removed: removed.map((r) => r.uid) };
-    // One binding per group, identity and role: where one exists (by hand, or by another mapping of the
-    // same role and scope) nothing is added.
-    const added = await tx
-      .insert(roleBindings)
-      .values(wanted.map((m) => ({ uid: newChildUid(m.scope), groupUid: m.scope, identityUid, roleUid: m.roleUid, mappingUid: m.uid })))
-      .onConflictDoNothing({ target: [roleBindings.groupUid, roleBindings.identityUid, roleBindings.roleUid] })
-      .returning({ uid: roleBindings.uid });
-    return { added: added.map((r) => r.uid), removed: removed.map((r) => r.uid) };
-  }
-
   return {
     async login(providerUid, token, signal) {
-      let provider: Provider | undefined;
+      let provider: LoginProvider | undefined;
       const verified = await opts.verifier.verifyIdToken(token, async () => {
         if (!isValidUid(providerUid)) return undefined;
-        [provider] = await db
-          .select({
-            uid: identityProviders.uid,
-            groupUid: identityProviders.groupUid,
-            defaultRoleUid: identityProviders.defaultRoleUid,
-            oidcIssuer: identityProviders.oidcIssuer,
-            oidcClientId: identityProviders.oidcClientId,
-            oidcGroupsClaim: identityProviders.oidcGroupsClaim,
-            oidcCorrelationRule: identityProviders.oidcCorrelationRule,
-          })
-          .from(identityProviders)
-          .where(eq(identityProviders.uid, providerUid));
+        provider = await createIdentityProviderStore(db).findForLogin(providerUid);
         return provider && { issuer: provider.oidcIssuer, clientId: provider.oidcClientId };
       });
       const p = provider!;
@@ -170,28 +119,29 @@ export function createProviderLogin(opts: ProviderLoginOptions): ProviderLogin {
       const outcome = await runUnitOfWork({ db, registry, signal, grantsChanged: opts.grantsChanged }, async (unit) => {
         const { tx } = unit;
         const identityStore = createIdentityStore(tx);
-        let row = await identityStore.lockByProvider(p.uid, externalId);
-        let created: IdentityRow | undefined;
-        const defaultBinding: string[] = [];
-        if (!row) {
-          const columns = identityFromToken({
+        const columns = () =>
+          identityFromToken({
             issuer: p.oidcIssuer,
             subject: verified.subject,
             claims,
             ...(p.oidcCorrelationRule === CorrelationRule.OID_EQUALS_EXTERNAL_ID ? { matchClaims: { oid: externalId } } : {}),
           });
-          created = await identityStore.insertForToken(p.groupUid, columns, { uid: p.uid, externalId });
-          if (created) defaultBinding.push((await createRoleBindingStore(tx).ensure(p.groupUid, created.uid, p.defaultRoleUid)).uid);
-          // Not inserted: a concurrent first login of the same person committed it first (its insert held
-          // ours until then); read it now.
-          row = created ?? (await identityStore.lockByProvider(p.uid, externalId));
-          if (!row) throw new Error(`identity of ${p.uid} ${externalId} neither inserted nor found`);
-        }
+        // Not inserted: a concurrent first login of the same person committed it first (its insert held ours
+        // until then); it is read then. Only a first login binds the default role.
+        const row = await identityStore.findOrCreateBound({
+          find: () => identityStore.lockByProvider(p.uid, externalId),
+          insert: () => identityStore.insertForToken(p.groupUid, columns(), { uid: p.uid, externalId }),
+          group: p.groupUid,
+          role: p.defaultRoleUid,
+          bindFound: false,
+        });
+        const { created } = row;
+        const defaultBinding = row.binding?.created ? [row.binding.uid] : [];
         if (!row.active) {
           unit.keepGrants();
           return { uid: row.uid, active: false, created: false };
         }
-        const { added, removed } = await sync(tx, p, row.uid, groups);
+        const { added, removed } = await createIdentityProviderStore(tx).syncMappedBindings(p.uid, row.uid, groups);
         unit.record(await loginChanges(tx, { created, added: [...defaultBinding, ...added], removed }), { actor: row.uid, source: EXCHANGE_PATH });
         if (created === undefined && added.length === 0 && removed.length === 0) unit.keepGrants();
         return { uid: row.uid, active: true, created: created !== undefined };
