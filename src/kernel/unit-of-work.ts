@@ -7,6 +7,9 @@
 // call, the store over the call's transaction inside a unit of work and the one over the database
 // otherwise. A handler opens no transaction of its own, and reads nothing outside its stores while in a unit
 // of work (the embedded database runs one transaction at a time: a read beside it would wait on itself).
+//
+// Writes that arrive outside the API's methods (a login through an identity provider, an invite accepted, a
+// SCIM write) run through the same helper as the interceptor, runUnitOfWork, and so keep the same rules.
 import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { outboxEvents } from "../db/schema/outbox.js";
