@@ -5,7 +5,8 @@
 // `.` or a `:`, or `localhost`, followed by more segments, is a host and is dropped). The package is the last segment (the distribution names each image after its
 // package). The repo is found in the registry when one the caller sees is named either the whole path (after
 // the host) or its last segment. A tag or digest written into `repo` is refused: tags go in `tags`.
-import { MAX_REPO_NAME_LENGTH, REPO_NAME_PATTERN, TAG_NAME_PATTERN } from "../registry/repos.validate.js";
+import { MAX_REPO_NAME_LENGTH, REPO_NAME_PATTERN } from "../registry/repos.validate.js";
+import { TAG_NAME_PATTERN } from "../registry/tag-kind.js";
 
 export interface ParsedImageRef {
   /** The package the repo's images are built from: the path's last segment. */

@@ -15,7 +15,7 @@ import { createReadStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Db } from "../db/client.js";
-import { isValidDigest } from "./tag-kind.js";
+import { isValidDigest, TAG_NAME_PATTERN } from "./tag-kind.js";
 import { createManifestStore } from "./images.store.js";
 import { createRepoStore } from "./repos.store.js";
 import { createTagStore } from "./tags.store.js";
@@ -34,8 +34,6 @@ const IMAGE_MANIFEST_TYPES = new Set<string>([MEDIA_TYPES.ociManifest, MEDIA_TYP
 const INDEX_TYPES = new Set<string>([MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerList]);
 const IMAGE_CONFIG_TYPES = new Set<string>([MEDIA_TYPES.ociConfig, MEDIA_TYPES.dockerConfig]);
 export const REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name";
-/** The OCI distribution spec's tag grammar. */
-const TAG_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 /** Rows per write transaction. */
 export const WRITE_BATCH = 500;
 /** Layer blobs hashed at once. */
@@ -156,7 +154,7 @@ export function tagOfRefName(ref: string): string | undefined {
   const colon = tag.lastIndexOf(":");
   if (colon > slash) tag = tag.slice(colon + 1);
   else if (slash >= 0) return undefined; // a repository name without a tag
-  return TAG_PATTERN.test(tag) ? tag : undefined;
+  return TAG_NAME_PATTERN.test(tag) ? tag : undefined;
 }
 
 function corrupted(dir: string, digest: string, actual: string): OciImportError {

@@ -8,6 +8,7 @@ import { reflect } from "@bufbuild/protobuf/reflect";
 import { CatalogTierSchema, CustomOverlaySchema, SyncConfigSchema, type Repo } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { isOutputOnly, isRequired } from "../kernel/descriptors.js";
 import type { FieldViolation } from "../kernel/errors/index.js";
+import { TAG_NAME_PATTERN } from "./tag-kind.js";
 
 /**
  * A repo name is a registry repository path (OCI distribution spec): components of lowercase letters and
@@ -25,8 +26,6 @@ export const MAX_CUSTOM_OVERLAY_BYTES = 256 * 1024;
 /** The readme (Markdown), in UTF-8 bytes. */
 export const MAX_README_BYTES = 1024 * 1024;
 
-/** OCI tag grammar (also used for active_tags). */
-export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;

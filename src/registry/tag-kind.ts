@@ -1,8 +1,11 @@
-// What a tag name says about the tag, and what a digest must look like.
+// What a tag name and a digest must look like, and what a tag name says about the tag.
 import { TagKind } from "../db/schema/index.js";
 
 /** sha256:<64 lowercase hex>. */
 export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
+
+/** The OCI distribution spec's tag grammar: a letter, digit or _, then up to 127 letters, digits, _, . or -. */
+export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 
 export function isValidDigest(digest: string): boolean {
   return DIGEST_PATTERN.test(digest);

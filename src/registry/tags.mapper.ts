@@ -4,12 +4,10 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Tag } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { timestampOf } from "../kernel/timestamp.js";
 import type { FieldViolation } from "../kernel/errors/index.js";
-import { isValidDigest } from "./tag-kind.js";
+import { isValidDigest, TAG_NAME_PATTERN } from "./tag-kind.js";
 import type { TagWrite } from "../db/schema/index.js";
 import type { TagListRow } from "./tags.store.js";
 
-/** OCI distribution tag grammar. */
-export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 export const MAX_TAG_BUNDLES = 64;
 export const MAX_BUNDLE_LENGTH = 256;
 
