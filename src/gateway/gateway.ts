@@ -20,11 +20,11 @@ import {
 } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { type Interceptor } from "@connectrpc/connect";
+import { bearerChallenge } from "../kernel/authorization-header.js";
 import { httpRuleOf } from "../kernel/descriptors.js";
 import { CallControl, cappedGrpcTimeoutMs, CLIENT_GONE, clientGone, invokeInProcess, procedureOf, type UnaryImplSpec } from "../kernel/invoke.js";
 import { callContextValues, callHeaders, type RequestRecord } from "../kernel/request.js";
 import {
-  bearerChallenge,
   errorDomainOf,
   invalidArgument,
   malformedTimeout,

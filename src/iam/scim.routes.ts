@@ -16,6 +16,7 @@ import { Code } from "@connectrpc/connect";
 import type { Db } from "../db/client.js";
 import type { IdentityRow } from "../db/schema/index.js";
 import { BodyTooLargeError, readBody } from "../gateway/body.js";
+import { bearerTokenOf } from "../kernel/authorization-header.js";
 import { isConnectionError, isUniqueViolation, sqlStateOf } from "../kernel/errors/index.js";
 import { registry } from "../kernel/descriptors.js";
 import { log } from "../kernel/log.js";
@@ -65,11 +66,6 @@ function route(path: string): { providerUid: string; resource: "Users" | "Servic
     id: segments[at + 1],
     extra: segments.length > at + 2,
   };
-}
-
-function bearer(req: Request): string | undefined {
-  const value = req.headers.authorization;
-  return typeof value === "string" ? /^\s*bearer\s+(\S+)\s*$/i.exec(value)?.[1] : undefined;
 }
 
 function integerParam(params: URLSearchParams, name: string): number | undefined {
@@ -153,7 +149,7 @@ export function createScimRoutes(opts: ScimRoutesOptions) {
   async function serve(req: Request, res: Response, path: string, query: string): Promise<void> {
     const r = route(path);
     if (!r || r.extra || (r.resource === "ServiceProviderConfig" && r.id !== undefined)) throw new ScimError(404, `no SCIM resource at ${path}`);
-    const token = bearer(req);
+    const token = bearerTokenOf(req.headers.authorization);
     // Every refusal looks the same: whether the provider exists is not the caller's to learn.
     const refused = new ScimError(401, "a valid SCIM token of this identity provider is required (Authorization: Bearer <token>)");
     if (!token || token.length > 1024 || !isValidUid(r.providerUid)) throw refused;

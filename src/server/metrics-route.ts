@@ -6,6 +6,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type http2 from "node:http2";
 import type { AddressInfo } from "node:net";
+import { bearerChallenge, bearerTokenOf } from "../kernel/authorization-header.js";
 import { log } from "../kernel/log.js";
 import { listenOn } from "./listener.js";
 import type { Metrics } from "./metrics.js";
@@ -33,9 +34,9 @@ const digest = (text: string) => createHash("sha256").update(text).digest();
 export function createMetricsRoute(metrics: Metrics, token: string): (req: Req, res: Res) => Promise<void> {
   const expected = digest(token);
   return async (req, res) => {
-    const presented = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "")?.[1];
+    const presented = bearerTokenOf(req.headers.authorization);
     if (presented === undefined || !timingSafeEqual(digest(presented), expected)) {
-      const challenge = presented === undefined ? "Bearer" : 'Bearer error="invalid_token"';
+      const challenge = bearerChallenge(req.headers.authorization);
       (res as http.ServerResponse).writeHead(401, { "www-authenticate": challenge, "content-type": "text/plain" }).end("a bearer token is needed\n");
       return;
     }

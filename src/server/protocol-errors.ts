@@ -21,7 +21,6 @@ import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect
 import { parseJsonBody } from "../gateway/body.js";
 import { locateJsonError } from "../gateway/fields.js";
 import {
-  bearerChallenge,
   errorDomainOf,
   hasErrorInfo,
   httpVersionNotSupported,
@@ -32,6 +31,7 @@ import {
   unsupportedMediaType,
 } from "../kernel/errors/index.js";
 import { requestKey, type RequestRecord } from "../kernel/request.js";
+import { bearerChallenge } from "../kernel/authorization-header.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
 const CONNECT_JSON = /^application\/json(;|$)/i;

@@ -19,6 +19,7 @@ import {
   type Authenticated,
 } from "../../src/kernel/auth/index.js";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { bearerChallenge, bearerTokenOf } from "../../src/kernel/authorization-header.js";
 
 describe("effectiveScope: a binding's reach for an identity confined to its home group", () => {
   it.each([
@@ -71,6 +72,22 @@ describe("bearerToken", () => {
     expect(auth.error.rawMessage).toMatch(why);
     expect(auth.error.rawMessage).not.toMatch(/abc/);
     expect(() => bearerToken(h)).toThrow(why);
+  });
+});
+
+describe("bearerChallenge: invalid_token only where a bearer token was presented", () => {
+  it.each([
+    [undefined, "Bearer"],
+    ["", "Bearer"],
+    ["Basic abc", "Bearer"],
+    ["Bearer", "Bearer"],
+    ["Bearer abc", 'Bearer error="invalid_token"'],
+    ["bearer  abc", 'Bearer error="invalid_token"'],
+    ["Bearer a b", 'Bearer error="invalid_token"'],
+    ["Bearer Bearer abc", 'Bearer error="invalid_token"'],
+  ])("%j -> %s", (value, challenge) => {
+    expect(bearerChallenge(value)).toBe(challenge);
+    expect(bearerTokenOf(value)).toBe(value === "Bearer abc" || value === "bearer  abc" ? "abc" : undefined);
   });
 });
 

@@ -12,6 +12,7 @@ import type { ConnectError, Interceptor, StreamRequest, UnaryRequest } from "@co
 
 type UnaryOrStreamRequest = UnaryRequest | StreamRequest;
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
+import { parseAuthorization } from "../authorization-header.js";
 import { authRuleOf, httpRuleOf, scopePathOf } from "../descriptors.js";
 import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
@@ -60,37 +61,14 @@ function scopeOf(message: unknown, path: DescField[]): string {
   throw invalidArgument({ field, description: uid === "" ? "is required" : "is not a valid uid" });
 }
 
-/** What a request's Authorization header holds. */
-export type Authorization =
-  | { kind: "none" }
-  | { kind: "bearer"; token: string }
-  /** A header that holds no usable bearer token; `error` says what is wrong with it and how to send it. */
-  | { kind: "malformed"; error: ConnectError };
+/** What a request's Authorization header holds; a malformed one carries its refusal. */
+export type Authorization = { kind: "none" } | { kind: "bearer"; token: string } | { kind: "malformed"; error: ConnectError };
 
-const HOW = 'send "Authorization: Bearer <token>", the token alone after "Bearer "';
-
-/**
- * Reads a request's Authorization header. The refusal of a malformed one says what is wrong without repeating
- * any of the header (it may hold a credential): the usual mistake is "Bearer Bearer <token>", from a token
- * pasted with its scheme where a client (the /docs Authorize dialog) adds the scheme itself.
- */
+/** Reads a request's Authorization header (kernel/authorization-header.ts), refusing a malformed one. */
 export function readAuthorization(header: Headers): Authorization {
-  const value = header.get("authorization");
-  if (!value) return { kind: "none" };
-  const words = value.trim().split(/\s+/);
-  const isBearer = (w: string | undefined) => w?.toLowerCase() === "bearer";
-  if (isBearer(words[0]) && words.length === 2 && !isBearer(words[1])) return { kind: "bearer", token: words[1]! };
-  let what: string;
-  if (isBearer(words[0]) && isBearer(words[1])) {
-    what = `says "Bearer" twice: ${HOW} (in the /docs Authorize dialog, paste the token without "Bearer ")`;
-  } else if (isBearer(words[0])) {
-    what = words.length === 1 ? `has no token after "Bearer": ${HOW}` : `has more than one word after "Bearer" (a token has no spaces): ${HOW}`;
-  } else if (words.length === 1) {
-    what = `has no scheme before the token: ${HOW}`;
-  } else {
-    what = `is not a bearer token (its scheme is not "Bearer"): ${HOW}`;
-  }
-  return { kind: "malformed", error: unauthenticated(`The Authorization header ${what}`, "AUTHORIZATION_MALFORMED") };
+  const auth = parseAuthorization(header.get("authorization"));
+  if (auth.kind !== "malformed") return auth;
+  return { kind: "malformed", error: unauthenticated(`The Authorization header ${auth.problem}`, "AUTHORIZATION_MALFORMED") };
 }
 
 /** The bearer token of a request, or undefined when it has no Authorization header; a malformed one is refused. */

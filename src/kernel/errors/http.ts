@@ -46,16 +46,6 @@ export function httpStatusOfError(err: ConnectError): number {
   return httpStatusByReason[errorReasonOf(err) ?? ""] ?? httpStatusOf(err.code);
 }
 
-/**
- * The challenge of a 401 (UNAUTHENTICATED over HTTP), for its WWW-Authenticate header (RFC 6750 section 3):
- * `Bearer`, with error="invalid_token" when the request presented a bearer token that was refused (expired,
- * malformed, unknown signer, no matching identity). A request with no credentials, or another scheme, gets
- * the plain challenge, as the RFC says for a request that lacks authentication.
- */
-export function bearerChallenge(authorization: string | null | undefined): string {
-  return /^bearer\s+\S/i.test(authorization ?? "") ? 'Bearer error="invalid_token"' : "Bearer";
-}
-
 /** Packs a ConnectError's details (outgoing or incoming) as Any messages. */
 export function detailsAsAny(err: ConnectError, registry: Registry): Any[] {
   const out: Any[] = [];
