@@ -1,8 +1,7 @@
 // Advisory and OSV rows to SecurityAdvisoryService messages (read-only: nothing is written from a message).
 //
-// - An event's `data` is kept as the advisory file has it (keys as in the YAML: `fixed-version`, a detection's
-//   `type` with its own `data` of camelCase scan keys, a false positive's kebab-case `type` and `note`); each
-//   event type becomes its DocumentEvent member. Events with no member there (PATCHED, or a type a newer
+// - An event's `data` is read by vulnerabilities/event-data.ts (the stored form, shared with the
+//   vulnerabilities.v2 advisories); each event type becomes its DocumentEvent member. Events with no member there (PATCHED, or a type a newer
 //   importer stores) are left out of the document rather than sent without their data.
 // - OSV reference types map one to one onto Reference.Type; GIT (which has no value) becomes TYPE_WEB: it is a
 //   link to a repository, still useful to a reader. OSV severities of type Ubuntu (a word such as "medium",
@@ -32,7 +31,7 @@ import {
 import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import type { AdvisoryEventRow, OsvRecordRow, OsvReference, OsvSeverity } from "../db/schema/index.js";
 import type { DocumentAdvisoryRow, FixedAdvisoryRow } from "./security-advisory.store.js";
-import { isRecord } from "../kernel/records.js";
+import { readEventData, type Detection } from "../vulnerabilities/event-data.js";
 
 /**
  * DocumentAdvisory.package_namespace: the namespace of the packages the advisory documents describe. The
@@ -41,54 +40,19 @@ import { isRecord } from "../kernel/records.js";
  */
 const PACKAGE_NAMESPACE = "wolfi";
 
-type Data = Record<string, unknown>;
 type EventData = MessageInitShape<typeof DocumentEventSchema>["data"];
-
-function text(data: Data | undefined, ...keys: string[]): string {
-  for (const k of keys) {
-    const v = data?.[k];
-    if (typeof v === "string") return v;
-    if (typeof v === "number") return String(v);
-  }
-  return "";
-}
-
-function object(v: unknown): Data | undefined {
-  return isRecord(v) ? v : undefined;
-}
 
 function falsePositiveType(kebab: string): FalsePositiveDetermination_Type {
   const name = `TYPE_${kebab.toUpperCase().replace(/-/g, "_")}`;
   return (FalsePositiveDetermination_TypeSchema.values.find((v) => v.name === name)?.number ?? 0) as FalsePositiveDetermination_Type;
 }
 
-function detection(data: Data): EventData {
-  const inner = object(data.data);
-  switch (text(data, "type")) {
+function detection(d: Detection): EventData {
+  switch (d.kind) {
     case "scan/v1":
-      return {
-        case: "detection",
-        value: {
-          type: {
-            case: "scanv1",
-            value: {
-              scanner: text(inner, "scanner"),
-              subpackageName: text(inner, "subpackageName", "subpackage-name"),
-              componentId: text(inner, "componentID", "componentId", "component-id"),
-              componentName: text(inner, "componentName", "component-name"),
-              componentVersion: text(inner, "componentVersion", "component-version"),
-              componentType: text(inner, "componentType", "component-type"),
-              componentLocation: text(inner, "componentLocation", "component-location"),
-              artifactVersion: text(inner, "artifactVersion", "artifact-version"),
-              scannerVersion: text(inner, "scannerVersion", "scanner-version"),
-              grypeDbBuilt: text(inner, "grypeDbBuilt", "grype-db-built"),
-              grypeDbChecksum: text(inner, "grypeDbChecksum", "grype-db-checksum"),
-            },
-          },
-        },
-      };
+      return { case: "detection", value: { type: { case: "scanv1", value: { ...d.scan } } } };
     case "nvdapi":
-      return { case: "detection", value: { type: { case: "nvdapi", value: { cpeSearched: text(inner, "cpeSearched", "cpe-searched"), cpeFound: text(inner, "cpeFound", "cpe-found") } } } };
+      return { case: "detection", value: { type: { case: "nvdapi", value: { cpeSearched: d.cpeSearched, cpeFound: d.cpeFound } } } };
     case "manual":
       return { case: "detection", value: { type: { case: "manual", value: {} } } };
     default:
@@ -97,43 +61,37 @@ function detection(data: Data): EventData {
 }
 
 /** The event's DocumentEvent form, or undefined for a type DocumentEvent has no member for. */
-function toDocumentEvent(e: AdvisoryEventRow): DocumentEvent | undefined {
-  const d = e.data;
+function toDocumentEvent(row: AdvisoryEventRow): DocumentEvent | undefined {
+  const e = readEventData(row.type, row.data);
   let data: EventData;
-  switch (e.type) {
+  switch (e?.type) {
     case EventTypeFilter.DETECTION:
-      data = detection(d);
+      data = detection(e.detection);
       break;
     case EventTypeFilter.TRUE_POSITIVE_DETERMINATION:
-      data = { case: "truePositiveDetermination", value: { note: text(d, "note") } };
+      data = { case: "truePositiveDetermination", value: { note: e.note } };
       break;
-    case EventTypeFilter.FIXED:
-      data = {
-        case: "fixed",
-        value: {
-          fixedVersion: text(d, "fixed-version", "fixedVersion"),
-          scannerVersion: text(d, "scanner-version", "scannerVersion"),
-          grypeDbBuilt: text(d, "grype-db-built", "grypeDbBuilt"),
-          grypeDbChecksum: text(d, "grype-db-checksum", "grypeDbChecksum"),
-        },
-      };
+    case EventTypeFilter.FIXED: {
+      const { fixedVersion, scannerVersion, grypeDbBuilt, grypeDbChecksum } = e;
+      data = { case: "fixed", value: { fixedVersion, scannerVersion, grypeDbBuilt, grypeDbChecksum } };
       break;
+    }
     case EventTypeFilter.FALSE_POSITIVE_DETERMINATION:
-      data = { case: "falsePositiveDetermination", value: { type: falsePositiveType(text(d, "type")), note: text(d, "note") } };
+      data = { case: "falsePositiveDetermination", value: { type: falsePositiveType(e.falsePositiveType), note: e.note } };
       break;
     case EventTypeFilter.ANALYSIS_NOT_PLANNED:
-      data = { case: "analysisNotPlanned", value: { note: text(d, "note") } };
+      data = { case: "analysisNotPlanned", value: { note: e.note } };
       break;
     case EventTypeFilter.FIX_NOT_PLANNED:
-      data = { case: "fixNotPlanned", value: { note: text(d, "note") } };
+      data = { case: "fixNotPlanned", value: { note: e.note } };
       break;
     case EventTypeFilter.PENDING_UPSTREAM_FIX:
-      data = { case: "pendingUpstreamFix", value: { note: text(d, "note") } };
+      data = { case: "pendingUpstreamFix", value: { note: e.note } };
       break;
     default:
       return undefined;
   }
-  return create(DocumentEventSchema, { timestamp: timestampFromDate(e.time), data });
+  return create(DocumentEventSchema, { timestamp: timestampFromDate(row.time), data });
 }
 
 function toDocumentAdvisory(a: DocumentAdvisoryRow): DocumentAdvisory {

@@ -1,6 +1,6 @@
 // Advisory rows (with their events and OSV severities) to messages; read-only, nothing is written from one.
-// An event's `data` is kept as the file had it (document.ts): its typed oneof is read from the keys the format
-// names, and other keys are left out of the message.
+// An event's `data` is read by event-data.ts (shared with the advisory.v2 documents); what it reads beyond
+// this contract's fields is left out of the message.
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   AdvisoryEvent_AnalysisNotPlannedSchema,
@@ -24,53 +24,50 @@ import { timestampOf } from "../kernel/timestamp.js";
 import type { AdvisoryEventRow, OsvSeverity } from "../db/schema/index.js";
 import type { AdvisoryWithEvents } from "./advisories.store.js";
 import { falsePositiveTypes } from "./document.js";
-import { isRecord } from "../kernel/records.js";
+import { readEventData } from "./event-data.js";
 
-type Data = Record<string, unknown>;
 type EventType = NonNullable<MessageInitShape<typeof AdvisoryEventSchema>["type"]>;
 
-const str = (d: Data | undefined, key: string): string => (typeof d?.[key] === "string" ? (d[key] as string) : "");
-const mapping = (v: unknown): Data | undefined => (isRecord(v) ? v : undefined);
-
-function eventType(type: number, d: Data): EventType {
-  const note = str(d, "note");
-  switch (type) {
+function eventType(row: AdvisoryEventRow): EventType {
+  const e = readEventData(row.type, row.data);
+  switch (e?.type) {
     case EventTypeFilter.DETECTION: {
-      const inner = mapping(d.data);
-      if (d.type === "scan/v1") {
+      const d = e.detection;
+      if (d.kind === "scan/v1") {
+        const s = d.scan;
         return {
           case: "detection",
           value: {
             type: {
               case: "scanv1",
               value: {
-                scanner: str(inner, "scanner"),
-                subpackage: str(inner, "subpackageName"),
-                componentId: str(inner, "componentID"),
-                component: str(inner, "componentName"),
-                componentVersion: str(inner, "componentVersion"),
-                componentType: str(inner, "componentType"),
-                componentLocation: str(inner, "componentLocation"),
+                scanner: s.scanner,
+                subpackage: s.subpackageName,
+                componentId: s.componentId,
+                component: s.componentName,
+                componentVersion: s.componentVersion,
+                componentType: s.componentType,
+                componentLocation: s.componentLocation,
               },
             },
           },
         };
       }
-      if (d.type === "nvdapi") return { case: "detection", value: { type: { case: "nvdapi", value: { cpeSearched: str(inner, "cpeSearched"), cpeFound: str(inner, "cpeFound") } } } };
+      if (d.kind === "nvdapi") return { case: "detection", value: { type: { case: "nvdapi", value: { cpeSearched: d.cpeSearched, cpeFound: d.cpeFound } } } };
       return { case: "detection", value: { type: { case: "manual", value: {} } } };
     }
     case EventTypeFilter.FIXED:
-      return { case: "fixed", value: { fixedVersion: str(d, "fixed-version"), note } };
+      return { case: "fixed", value: { fixedVersion: e.fixedVersion, note: e.note } };
     case EventTypeFilter.FALSE_POSITIVE_DETERMINATION:
-      return { case: "falsePositiveDetermination", value: { type: falsePositiveTypes[str(d, "type")] ?? 0, note } };
+      return { case: "falsePositiveDetermination", value: { type: falsePositiveTypes[e.falsePositiveType] ?? 0, note: e.note } };
     case EventTypeFilter.TRUE_POSITIVE_DETERMINATION:
-      return { case: "truePositiveDetermination", value: { note } };
+      return { case: "truePositiveDetermination", value: { note: e.note } };
     case EventTypeFilter.ANALYSIS_NOT_PLANNED:
-      return { case: "analysisNotPlanned", value: { note } };
+      return { case: "analysisNotPlanned", value: { note: e.note } };
     case EventTypeFilter.FIX_NOT_PLANNED:
-      return { case: "fixNotPlanned", value: { note } };
+      return { case: "fixNotPlanned", value: { note: e.note } };
     case EventTypeFilter.PENDING_UPSTREAM_FIX:
-      return { case: "pendingUpstreamFix", value: { note } };
+      return { case: "pendingUpstreamFix", value: { note: e.note } };
     default:
       return { case: undefined };
   }
@@ -96,7 +93,7 @@ const NO_FINDINGS = new Uint8Array(0);
 // which for a page of 50 advisories with their events cost more than the rest of the mapping. Only the value of
 // an event's oneof goes through create(). test/unit/advisory.test.ts holds the result equal to create()'s.
 function toAdvisoryEvent(e: AdvisoryEventRow): AdvisoryEvent {
-  const t = eventType(e.type, e.data);
+  const t = eventType(e);
   const type = (t.case === undefined ? { case: undefined } : { case: t.case, value: create(caseSchemas[t.case] as never, t.value as never) }) as AdvisoryEvent["type"];
   return {
     $typeName: AdvisoryEventSchema.typeName,

@@ -8,6 +8,8 @@ import { AdvisorySchema, EventTypeFilter, ReviewState, Severity_Type } from "../
 import type { AdvisoryEventRow, AdvisoryRow } from "../../src/db/schema/index.js";
 import { registry } from "../../src/kernel/descriptors.js";
 import { toAdvisory } from "../../src/vulnerabilities/advisories.mapper.js";
+import { toDocuments } from "../../src/advisory/security-advisory.mapper.js";
+import { FalsePositiveDetermination_Type } from "../../gen/chainguard/platform/advisory/v2/advisory_pb.js";
 
 const at = (s: string) => new Date(s);
 const row: AdvisoryRow = {
@@ -82,5 +84,31 @@ describe("toAdvisory", () => {
     expect(Buffer.from(toBinary(AdvisorySchema, got)).toString("hex")).toBe(Buffer.from(toBinary(AdvisorySchema, want)).toString("hex"));
     expect(toJson(AdvisorySchema, got, { registry, alwaysEmitImplicit: true })).toEqual(toJson(AdvisorySchema, want, { registry, alwaysEmitImplicit: true }));
     expect(got.severities.map((s) => s.type)).toEqual(input.severities.length ? [Severity_Type.CVSS_V3, Severity_Type.CVSS_V4] : []);
+  });
+});
+
+describe("the advisory.v2 documents read the stored events as the advisories do", () => {
+  it("the same values from the same keys, for every kind of event", () => {
+    const [doc] = toDocuments([{ uid: row.uid, package: row.package, advisoryId: row.advisoryId, aliases: row.aliases, events }]);
+    const docEvents = doc!.advisories[0]!.events;
+    const advEvents = toAdvisory({ row, events, severities: [] }).events;
+    // The unknown type (99) has no DocumentEvent member and is left out of the document.
+    expect(docEvents).toHaveLength(events.length - 1);
+    expect(advEvents.at(-1)!.type.case).toBeUndefined();
+    const scan = docEvents[0]!.data.case === "detection" && docEvents[0]!.data.value.type.case === "scanv1" ? docEvents[0]!.data.value.type.value : undefined;
+    expect(scan).toMatchObject({ scanner: "grype", componentId: "x", componentName: "libcurl", subpackageName: "curl-dev", componentLocation: "/l" });
+    const adv = advEvents[0]!.type.case === "detection" && advEvents[0]!.type.value.type.case === "scanv1" ? advEvents[0]!.type.value.type.value : undefined;
+    expect(adv).toMatchObject({ scanner: "grype", componentId: "x", component: "libcurl", subpackage: "curl-dev", componentLocation: "/l" });
+    expect(docEvents.map((e) => e.data.case)).toEqual(advEvents.slice(0, -1).map((e) => e.type.case));
+    const fixed = docEvents[3]!.data;
+    expect(fixed.case === "fixed" ? fixed.value.fixedVersion : undefined).toBe("8.9.1-r0");
+    const fp = [docEvents[4]!.data, advEvents[4]!.type];
+    expect(fp.map((d) => (d.case === "falsePositiveDetermination" ? [d.value.type, d.value.note] : undefined))).toEqual([
+      [FalsePositiveDetermination_Type.VULNERABLE_CODE_NOT_INCLUDED_IN_PACKAGE, "fp"],
+      [FalsePositiveDetermination_Type.VULNERABLE_CODE_NOT_INCLUDED_IN_PACKAGE, "fp"],
+    ]);
+    const notes = (d: { case: string | undefined; value?: unknown }) => (d.value as { note?: string } | undefined)?.note;
+    expect(docEvents.slice(5).map((e) => notes(e.data))).toEqual(["tp", "a", "f", "p"]);
+    expect(advEvents.slice(5, -1).map((e) => notes(e.type))).toEqual(["tp", "a", "f", "p"]);
   });
 });
