@@ -104,6 +104,33 @@ async function storedDocuments(db: Executor): Promise<Map<string, StoredDocument
 type AdvisoryInsert = typeof advisories.$inferInsert;
 type EventInsert = typeof advisoryEvents.$inferInsert;
 
+/** What a re-imported advisory's row takes from the file (its uid, package and id are its key). */
+const ADVISORY_UPSERT = proposedValues({
+  aliases: advisories.aliases,
+  componentName: advisories.componentName,
+  componentType: advisories.componentType,
+  componentLocation: advisories.componentLocation,
+  latestEventType: advisories.latestEventType,
+  createTime: advisories.createTime,
+  updateTime: advisories.updateTime,
+  search: advisories.search,
+});
+
+/** What a re-imported event's row takes (author, reviewer and review state as the caller decided). */
+const EVENT_UPSERT = proposedValues({
+  time: advisoryEvents.time,
+  type: advisoryEvents.type,
+  data: advisoryEvents.data,
+  author: advisoryEvents.author,
+  reviewer: advisoryEvents.reviewer,
+  reviewState: advisoryEvents.reviewState,
+});
+
+/** Writes `items` a CHUNK at a time, one statement each. */
+async function inChunks<T>(items: readonly T[], write: (chunk: T[]) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < items.length; i += CHUNK) await write(items.slice(i, i + CHUNK));
+}
+
 function sameAliases(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
@@ -170,42 +197,10 @@ async function writeDocument(db: Executor, doc: ParsedDocument, source: string, 
     a.removed = removedAdvisories.length;
     e.removed = removedEvents.length;
     // Events of removed advisories go with them (ON DELETE CASCADE); the others one by one uid.
-    for (let i = 0; i < removedAdvisories.length; i += CHUNK) await tx.delete(advisories).where(inArray(advisories.uid, removedAdvisories.slice(i, i + CHUNK)));
-    for (let i = 0; i < removedEvents.length; i += CHUNK) await tx.delete(advisoryEvents).where(inArray(advisoryEvents.uid, removedEvents.slice(i, i + CHUNK)));
-    for (let i = 0; i < advisoryRows.length; i += CHUNK) {
-      await tx
-        .insert(advisories)
-        .values(advisoryRows.slice(i, i + CHUNK))
-        .onConflictDoUpdate({
-          target: advisories.uid,
-          set: proposedValues({
-            aliases: advisories.aliases,
-            componentName: advisories.componentName,
-            componentType: advisories.componentType,
-            componentLocation: advisories.componentLocation,
-            latestEventType: advisories.latestEventType,
-            createTime: advisories.createTime,
-            updateTime: advisories.updateTime,
-            search: advisories.search,
-          }),
-        });
-    }
-    for (let i = 0; i < eventRows.length; i += CHUNK) {
-      await tx
-        .insert(advisoryEvents)
-        .values(eventRows.slice(i, i + CHUNK))
-        .onConflictDoUpdate({
-          target: advisoryEvents.uid,
-          set: proposedValues({
-            time: advisoryEvents.time,
-            type: advisoryEvents.type,
-            data: advisoryEvents.data,
-            author: advisoryEvents.author,
-            reviewer: advisoryEvents.reviewer,
-            reviewState: advisoryEvents.reviewState,
-          }),
-        });
-    }
+    await inChunks(removedAdvisories, (uids) => tx.delete(advisories).where(inArray(advisories.uid, uids)));
+    await inChunks(removedEvents, (uids) => tx.delete(advisoryEvents).where(inArray(advisoryEvents.uid, uids)));
+    await inChunks(advisoryRows, (rows) => tx.insert(advisories).values(rows).onConflictDoUpdate({ target: advisories.uid, set: ADVISORY_UPSERT }));
+    await inChunks(eventRows, (rows) => tx.insert(advisoryEvents).values(rows).onConflictDoUpdate({ target: advisoryEvents.uid, set: EVENT_UPSERT }));
   });
   s.files[outcome]++;
   for (const k of ["added", "changed", "unchanged", "removed"] as const) {

@@ -246,6 +246,31 @@ describe("import-advisories", () => {
   });
 });
 
+describe("import-advisories, a document larger than one statement's rows", () => {
+  it("writes, and then removes, more advisories and events than one statement holds", async () => {
+    const files = mkdtempSync(join(tmpdir(), "advisories-big-"));
+    try {
+      const n = 1201;
+      const advisory = (i: number) =>
+        `  - id: CGA-big-${i}\n    events:\n      - {timestamp: 2024-01-01T00:00:00Z, type: fixed, data: {fixed-version: "1.${i}"}}\n      - {timestamp: 2024-01-02T00:00:00Z, type: fix-not-planned, data: {note: "n${i}"}}\n`;
+      const doc = (count: number) => `schema-version: 2\npackage:\n  name: big\nadvisories:\n${Array.from({ length: count }, (_, i) => advisory(i)).join("")}`;
+      write(join(files, "big.advisories.yaml"), doc(n));
+      const first = await importAdvisories(db.db, [files]);
+      expect(first.advisories).toEqual({ added: n, changed: 0, unchanged: 0, removed: 0 });
+      expect(first.events).toEqual({ added: 2 * n, changed: 0, unchanged: 0, removed: 0 });
+      expect(await db.db.$count(advisoryEvents, eq(advisoryEvents.data, { "fixed-version": `1.${n - 1}` }))).toBe(1);
+      write(join(files, "big.advisories.yaml"), doc(1).replace("fix-not-planned, data: {note: \"n0\"}", "fix-not-planned, data: {note: changed}"));
+      const second = await importAdvisories(db.db, [files]);
+      expect(second.advisories).toEqual({ added: 0, changed: 0, unchanged: 1, removed: n - 1 });
+      expect(second.events).toEqual({ added: 0, changed: 1, unchanged: 1, removed: 2 * (n - 1) });
+      expect(await db.db.$count(advisories, eq(advisories.package, "big"))).toBe(1);
+      expect((await db.db.select().from(advisoryEvents).where(eq(advisoryEvents.uid, "big:CGA-big-0/1")))[0]?.data).toEqual({ note: "changed" });
+    } finally {
+      rmSync(files, { recursive: true, force: true });
+    }
+  });
+});
+
 // The command, end to end on an embedded database in a temporary directory: a usage error exits 2; a run with
 // a skipped file exits 1 with the summary on stdout and the skipped files on stderr; a second run adds nothing.
 describe("npm run import-advisories", () => {
