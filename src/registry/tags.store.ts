@@ -7,12 +7,13 @@
 // a primary-key read, whatever the repo's size. Any other filter counts once, on the first page, and the
 // kernel carries that total in the page token.
 import { and, eq, getTableColumns, inArray, sql, type SQL } from "drizzle-orm";
+import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { TagSchema } from "../../gen/chainguard/platform/registry/v2/tags_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { tagCounts, tags, type TagRow, type TagWrite } from "../db/schema/index.js";
-import { scopePredicate, scopePredicateOver, scopeValues } from "../kernel/auth/index.js";
-import { createPreparedList, listPage, type ListPage, type ListPlan, type Param } from "../kernel/list/index.js";
+import { scopePredicateOver, scopeValues } from "../kernel/auth/index.js";
+import { boundValues, countExpression, createPreparedList, listPage, type ListPage, type ListPlan, type Param, type PreparedListQuery } from "../kernel/list/index.js";
 import { resourceStore, underParent, updateWhereChanged, type Executor } from "../kernel/store.js";
 import { isEmptyUidp, isWithin, newChildUid, uidpPredicate, validateUidp } from "../kernel/uidp.js";
 import { tagKindOf } from "./tag-kind.js";
@@ -54,16 +55,46 @@ function countedRepo(filter: TagListFilter): string | undefined {
   return u.childrenOf;
 }
 
-/** The number of tags of these kinds in the repo, from the maintained counters (a scalar subquery). */
-function tagCountExpression(repoUid: string, kinds: readonly number[]): SQL {
-  const kind = kinds.length === 1 ? eq(tagCounts.kind, kinds[0]!) : inArray(tagCounts.kind, [...kinds]);
-  return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where ${and(eq(tagCounts.repoUid, repoUid), kind)})`;
-}
-
 /** Whether the filter's uidp part is empty or children_of alone (the shapes listed by prepared statements). */
 function isPreparedShape(filter: TagListFilter): boolean {
   const u = filter.uidp;
   return !u || isEmptyUidp(u) || (Boolean(u.childrenOf) && !u.descendantsOf && !u.ancestorsOf && !u.inRoot && u.ids.length === 0);
+}
+
+/**
+ * The list statement of a filter, over named values (kernel/list/prepared.ts). The common shapes (a repo's
+ * tags, or all visible tags) are prepared once per shape; any other uidp filter is built for its one call,
+ * the same predicates with its values bound in place and the uidp filter written out.
+ */
+function tagListQuery(filter: TagListFilter): PreparedListQuery {
+  const { scopes, kinds, name, digest, updatedSince } = filter;
+  const preparedShape = isPreparedShape(filter);
+  const repo = (preparedShape && filter.uidp?.childrenOf) || undefined;
+  const counted = countedRepo(filter);
+  // The total: the repo's counters when they give it and the repo is visible, 0 when it is not, else a count.
+  const totalKind = counted === undefined ? "count" : scopes.some((s) => isWithin(counted, s)) ? "counters" : "zero";
+  const kindIn = (column: AnyPgColumn, p: Param) =>
+    kinds.length === 1 ? sql`${column} = ${p("kind_0")}` : sql`${column} in (${sql.join(kinds.map((_, i) => p(`kind_${i}`)), sql`, `)})`;
+  const where = (p: Param) =>
+    and(
+      scopePredicateOver(tags.uid, scopes.length, p),
+      repo ? sql`${tags.repoUid} = ${p("repo")}` : preparedShape ? undefined : uidpPredicate(filter.uidp, { uid: tags.uid, parent: tags.repoUid }),
+      kindIn(tags.kind, p),
+      name ? sql`${tags.name} = ${p("name")}` : undefined,
+      digest ? sql`${tags.digest} = ${p("digest")}` : undefined,
+      updatedSince ? sql`${tags.updateTime} >= ${p("updated_since")}::timestamptz` : undefined,
+    );
+  const total = (p: Param): SQL => {
+    if (totalKind === "zero") return sql`0`;
+    if (totalKind === "counters") {
+      return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where (${tagCounts.repoUid} = ${p("repo")} and ${kindIn(tagCounts.kind, p)}))`;
+    }
+    return countExpression(tags, where(p));
+  };
+  const values: Record<string, unknown> = { ...scopeValues(scopes), repo, name, digest, updated_since: updatedSince };
+  kinds.forEach((k, i) => (values[`kind_${i}`] = k));
+  const shape = `scopes=${scopes.length};kinds=${kinds.length};${repo ? "repo;" : ""}${name ? "name;" : ""}${digest ? "digest;" : ""}${updatedSince ? "since;" : ""}${totalKind}`;
+  return { shape, where, total, values };
 }
 
 export function createTagStore(db: Executor) {
@@ -115,50 +146,10 @@ export function createTagStore(db: Executor) {
     /** A page of tags within the caller's scopes, filtered. */
     list(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagListRow>> {
       validateUidp(filter.uidp);
-      if (isPreparedShape(filter)) return listPrepared(plan, filter);
-      const kinds = [...filter.kinds];
-      const where = and(
-        scopePredicate(tags.uid, filter.scopes),
-        uidpPredicate(filter.uidp, { uid: tags.uid, parent: tags.repoUid }),
-        kinds.length === 1 ? eq(tags.kind, kinds[0]!) : inArray(tags.kind, kinds),
-        filter.name ? eq(tags.name, filter.name) : undefined,
-        filter.digest ? eq(tags.digest, filter.digest) : undefined,
-        filter.updatedSince ? sql`${tags.updateTime} >= ${filter.updatedSince}::timestamptz` : undefined,
-      );
-      const repo = countedRepo(filter);
-      const total = repo === undefined ? undefined : filter.scopes.some((s) => isWithin(repo, s)) ? tagCountExpression(repo, kinds) : sql`0`;
-      return listPage(db, { table: tags, where, orderColumns: tagOrderColumns, plan, ...(total ? { total } : {}) });
+      const q = tagListQuery(filter);
+      if (isPreparedShape(filter)) return prepared.page(plan, q);
+      const bound = boundValues(q.values);
+      return listPage(db, { table: tags, where: q.where(bound), orderColumns: tagOrderColumns, plan, total: q.total(bound) });
     },
   };
-
-  /** list() for the prepared shapes: the same predicates and total, over named values. */
-  function listPrepared(plan: ListPlan, filter: TagListFilter): Promise<ListPage<TagListRow>> {
-    const { scopes, kinds, name, digest, updatedSince } = filter;
-    const repo = filter.uidp?.childrenOf || undefined;
-    const counted = countedRepo(filter);
-    // The total: the repo's counters when they give it and the repo is visible, 0 when it is not, else a count.
-    const totalKind = counted === undefined ? "count" : scopes.some((s) => isWithin(counted, s)) ? "counters" : "zero";
-    const kindIn = (p: Param) => (kinds.length === 1 ? sql`${tags.kind} = ${p("kind_0")}` : sql`${tags.kind} in (${sql.join(kinds.map((_, i) => p(`kind_${i}`)), sql`, `)})`);
-    const where = (p: Param) =>
-      and(
-        scopePredicateOver(tags.uid, scopes.length, p),
-        repo ? sql`${tags.repoUid} = ${p("repo")}` : undefined,
-        kindIn(p),
-        name ? sql`${tags.name} = ${p("name")}` : undefined,
-        digest ? sql`${tags.digest} = ${p("digest")}` : undefined,
-        updatedSince ? sql`${tags.updateTime} >= ${p("updated_since")}::timestamptz` : undefined,
-      );
-    const total = (p: Param): SQL => {
-      if (totalKind === "zero") return sql`0`;
-      if (totalKind === "counters") {
-        const countedKinds = kinds.length === 1 ? sql`${tagCounts.kind} = ${p("kind_0")}` : sql`${tagCounts.kind} in (${sql.join(kinds.map((_, i) => p(`kind_${i}`)), sql`, `)})`;
-        return sql`(select coalesce(sum(${tagCounts.count}), 0) from ${tagCounts} where (${tagCounts.repoUid} = ${p("repo")} and ${countedKinds}))`;
-      }
-      return sql`(select count(*) from ${tags} where ${where(p)})`;
-    };
-    const values: Record<string, unknown> = { ...scopeValues(scopes), repo, name, digest, updated_since: updatedSince };
-    kinds.forEach((k, i) => (values[`kind_${i}`] = k));
-    const shape = `scopes=${scopes.length};kinds=${kinds.length};${repo ? "repo;" : ""}${name ? "name;" : ""}${digest ? "digest;" : ""}${updatedSince ? "since;" : ""}${totalKind}`;
-    return prepared.page(plan, { shape, where, total, values });
-  }
 }

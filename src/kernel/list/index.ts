@@ -62,4 +62,4 @@ export {
   type OrderColumn,
   type OrderColumns,
 } from "./keyset.js";
-export { createPreparedList, type Param, type PreparedListOptions, type PreparedListQuery } from "./prepared.js";
+export { boundValues, createPreparedList, type Param, type PreparedListOptions, type PreparedListQuery } from "./prepared.js";

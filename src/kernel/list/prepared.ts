@@ -20,6 +20,11 @@ import { hotStatement, isIdentity } from "../prepared-rows.js";
 /** A named value of the statement: a placeholder when preparing, the value itself when a statement is built for once. */
 export type Param = (name: string) => SQL | SQL.Aliased | ReturnType<typeof sql.placeholder>;
 
+/** Named values bound in place, for a statement built for one call from a query over named values. */
+export function boundValues(values: Record<string, unknown>): Param {
+  return (name) => sql`${values[name]}`;
+}
+
 export interface PreparedListQuery {
   /** What the store's part of the statement text depends on (e.g. "scopes=1;kinds=1;name"). */
   shape: string;
@@ -120,7 +125,7 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
       const values: Record<string, unknown> = { ...q.values, list_limit: plan.limit + 1, list_skip: plan.skip };
       if (plan.cursor) plan.cursor.forEach((v, i) => v !== null && (values[`list_k${i}`] = v));
       const rows = (await statement.prepared.execute(values)) as KeyedRow<Row>[];
-      return completePage(plan, rows, () => readTotal(db, q.total((name) => sql`${q.values[name]}`)), statement.keysOf);
+      return completePage(plan, rows, () => readTotal(db, q.total(boundValues(q.values))), statement.keysOf);
     },
   };
 }
