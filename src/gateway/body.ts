@@ -1,87 +1,13 @@
-// The request body: reading it under a size cap, parsing JSON into the whole request (`body: "*"`) or into
-// one field (`body: "repo"`), naming the field a bad value belongs to, deriving an update mask from the keys
+// The request body of a REST call (read by kernel/http-body.ts): JSON merged into the whole request
+// (`body: "*"`) or into one field (`body: "repo"`), naming the field a bad value belongs to, deriving an update mask from the keys
 // a PATCH body carries; and the form-encoded body a binding without a body reads as parameters.
-import type { Readable } from "node:stream";
 import { mergeFromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type Registry } from "@bufbuild/protobuf";
 import { invalidArgument } from "../kernel/errors/index.js";
+import { bodyText } from "../kernel/http-body.js";
 import { fieldByName, isPlainObject, isWellKnown, joinPath, locateJsonError, withoutUnknownFields } from "./fields.js";
 
 /** Largest request body the gateway reads: 4 MiB. */
 export const defaultMaxBodyBytes = 4 * 1024 * 1024;
-
-export class BodyTooLargeError extends Error {
-  constructor(readonly limit: number) {
-    super(`request body larger than ${limit} bytes`);
-    this.name = "BodyTooLargeError";
-  }
-}
-
-export class BodyAbortedError extends Error {
-  constructor(cause?: unknown) {
-    super("the client closed the request before its body ended", { cause });
-    this.name = "BodyAbortedError";
-  }
-}
-
-/**
- * Reads the whole body, at most limit bytes. Rejects with BodyTooLargeError as soon as the declared or read
- * length passes the limit, without reading (or destroying) the rest, so a response can still be written.
- */
-export function readBody(req: Readable & { headers: Record<string, string | string[] | undefined> }, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLargeError(limit));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off("data", onData).off("end", onEnd).off("error", onError).off("close", onClose);
-    };
-    const onData = (chunk: Buffer | string) => {
-      const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
-      size += buf.length;
-      if (size > limit) {
-        cleanup();
-        req.pause();
-        reject(new BodyTooLargeError(limit));
-        return;
-      }
-      chunks.push(buf);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(Buffer.concat(chunks, size));
-    };
-    // A stream error here is the client resetting the request.
-    const onError = (err: Error) => {
-      cleanup();
-      reject(new BodyAbortedError(err));
-    };
-    const onClose = () => {
-      cleanup();
-      reject(new BodyAbortedError());
-    };
-    req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
-  });
-}
-
-const utf8 = new TextDecoder("utf-8", { fatal: true });
-
-/** The body as JSON, or undefined when it is empty (only whitespace). Malformed -> INVALID_ARGUMENT on "body". */
-export function parseJsonBody(bytes: Uint8Array): JsonValue | undefined {
-  let text: string;
-  try {
-    text = utf8.decode(bytes);
-  } catch {
-    throw invalidArgument({ field: "body", description: "is not valid UTF-8" });
-  }
-  if (text.trim() === "") return undefined;
-  try {
-    return JSON.parse(text) as JsonValue;
-  } catch (err) {
-    const detail = err instanceof SyntaxError ? `: ${err.message}` : "";
-    throw invalidArgument({ field: "body", description: `malformed JSON${detail}` });
-  }
-}
 
 /** True when a Content-Type names a form-encoded body (application/x-www-form-urlencoded, any parameters). */
 export function isFormEncoded(contentType: string | undefined): boolean {
@@ -93,11 +19,7 @@ export function isFormEncoded(contentType: string | undefined): boolean {
  * INVALID_ARGUMENT on "body".
  */
 export function parseFormBody(bytes: Uint8Array): URLSearchParams {
-  try {
-    return new URLSearchParams(utf8.decode(bytes));
-  } catch {
-    throw invalidArgument({ field: "body", description: "is not valid UTF-8" });
-  }
+  return new URLSearchParams(bodyText(bytes));
 }
 
 /**

@@ -36,16 +36,13 @@ import {
 } from "../kernel/errors/index.js";
 import {
   applyBody,
-  BodyAbortedError,
-  BodyTooLargeError,
   defaultMaxBodyBytes,
   deriveUpdateMask,
   formBodyRefused,
   isFormEncoded,
   parseFormBody,
-  parseJsonBody,
-  readBody,
 } from "./body.js";
+import { BodyAbortedError, BodyTooLargeError, parseJsonBody, readBody } from "../kernel/http-body.js";
 import { fieldByName, isPlainObject, isWellKnown, locateJsonError } from "./fields.js";
 import { createJsonWriter } from "./json.js";
 import { applyQuery, insert, textToJson, type BoundFields } from "./query.js";

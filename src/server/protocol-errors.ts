@@ -18,7 +18,6 @@ import { compressedFlag, getJsonOptions, type Compression, type UniversalHandler
 import { codeFromHttpStatus, codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, headerEncoding, headerGrpcMessage, headerGrpcStatus, headerStatusDetailsBin, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
-import { parseJsonBody } from "../gateway/body.js";
 import { locateJsonError } from "../gateway/fields.js";
 import {
   errorDomainOf,
@@ -32,6 +31,7 @@ import {
 } from "../kernel/errors/index.js";
 import { requestKey, type RequestRecord } from "../kernel/request.js";
 import { bearerChallenge } from "../kernel/authorization-header.js";
+import { parseJsonBody } from "../kernel/http-body.js";
 
 const CONNECT_UNARY = /^application\/(json|proto)(;|$)/i;
 const CONNECT_JSON = /^application\/json(;|$)/i;
