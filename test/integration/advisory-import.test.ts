@@ -2,11 +2,9 @@
 // three schema versions seen, malformed YAML, no package.name, another schema major, a bad timestamp, an
 // unknown false-positive type, unknown event types and keys), imports them, re-imports (nothing changes),
 // changes one file (only its rows change; a removed advisory is deleted), and runs the command end to end.
-import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventTypeFilter, ReviewState } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
@@ -14,6 +12,7 @@ import { advisories, advisoryDocuments, advisoryEvents } from "../../src/db/sche
 import { parseAdvisoryDocument } from "../../src/vulnerabilities/document.js";
 import { importAdvisories } from "../../src/vulnerabilities/import.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
+import { runCli } from "../support/cli.js";
 
 function write(path: string, content: string) {
   mkdirSync(join(path, ".."), { recursive: true });
@@ -274,14 +273,7 @@ describe("import-advisories, a document larger than one statement's rows", () =>
 // The command, end to end on an embedded database in a temporary directory: a usage error exits 2; a run with
 // a skipped file exits 1 with the summary on stdout and the skipped files on stderr; a second run adds nothing.
 describe("npm run import-advisories", () => {
-  const repoRoot = new URL("../..", import.meta.url).pathname;
-  const run = (args: string[], env: Record<string, string>) =>
-    promisify(execFile)(join(repoRoot, "node_modules", ".bin", "tsx"), [join(repoRoot, "src/cli/import-advisories.ts"), ...args], {
-      env: { ...process.env, DATABASE_URL: "", LOG_LEVEL: "warn", ...env },
-    }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-    );
+  const run = (args: string[], env: Record<string, string>) => runCli("import-advisories.ts", args, env);
 
   it("imports, reports, says so in its exit status, and is idempotent", { timeout: 120_000 }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "advisories-cli-data-"));

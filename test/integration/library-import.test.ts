@@ -2,11 +2,9 @@
 // Debian form, with its `debian` pseudo-version), a malformed pom, Python dist-info directories and a wheel,
 // imports them, re-imports (nothing changes), changes one file (only its rows change), and imports the
 // machine's own /usr/share/maven-repo and /usr/lib/python3/dist-packages when present.
-import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ecosystem } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
@@ -14,6 +12,7 @@ import { libraryArtifacts, libraryArtifactVersions } from "../../src/db/schema/i
 import { importLibraries } from "../../src/libraries/import.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
 import { zip } from "../support/zip.js";
+import { runCli } from "../support/cli.js";
 
 function write(path: string, content: string | Buffer) {
   mkdirSync(join(path, ".."), { recursive: true });
@@ -135,14 +134,7 @@ describe("import-libraries", () => {
 // The command, end to end on an embedded database in a temporary directory: a usage error exits 2, an import
 // 0 with the JSON summary on stdout and the skipped files on stderr; a second run adds nothing.
 describe("npm run import-libraries", () => {
-  const repoRoot = new URL("../..", import.meta.url).pathname;
-  const run = (args: string[], env: Record<string, string>) =>
-    promisify(execFile)(join(repoRoot, "node_modules", ".bin", "tsx"), [join(repoRoot, "src/cli/import-libraries.ts"), ...args], {
-      env: { ...process.env, DATABASE_URL: "", LOG_LEVEL: "warn", ...env },
-    }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-    );
+  const run = (args: string[], env: Record<string, string>) => runCli("import-libraries.ts", args, env);
 
   it("imports, reports, and is idempotent", { timeout: 120_000 }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "libraries-cli-data-"));

@@ -2,12 +2,10 @@
 // image index over both, index.json tagging the index), imports it into a repo, and reads the result back
 // through the database and through ImagesService on a real server. A corrupted blob is refused before
 // anything is written; importing the same layout again changes nothing.
-import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ImagesService } from "../../gen/chainguard/platform/registry/v2/images_pb.js";
@@ -19,6 +17,7 @@ import { importOciLayout, OciImportError, tagOfRefName, type ImportProgress } fr
 import { call } from "../contract/harness.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
+import { runCli } from "../support/cli.js";
 
 // --- building a layout ----------------------------------------------------------------------------------
 interface Blob {
@@ -283,14 +282,7 @@ describe("importOciLayout", () => {
 // The command, end to end on an embedded database in a temporary directory (the code path is the same on
 // PostgreSQL): usage errors exit 2, failures 1, an import 0 with a JSON summary on stdout.
 describe("npm run import-oci", () => {
-  const root = new URL("../..", import.meta.url).pathname;
-  const run = (args: string[], env: Record<string, string>) =>
-    promisify(execFile)(join(root, "node_modules", ".bin", "tsx"), [join(root, "src/cli/import-oci.ts"), ...args], {
-      env: { ...process.env, DATABASE_URL: "", LOG_LEVEL: "warn", ...env },
-    }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-    );
+  const run = (args: string[], env: Record<string, string>) => runCli("import-oci.ts", args, env);
 
   it("imports a layout into an existing repo, and refuses bad input", { timeout: 120_000 }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "oci-cli-data-"));

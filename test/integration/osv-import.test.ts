@@ -4,11 +4,9 @@
 // size limit, an entry lying about its size, an archive declaring more than the total limit, a file that is
 // not a zip), imports them, re-imports (nothing changes), changes one record (only its row changes), and runs
 // the command end to end.
-import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { asc, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importOsv } from "../../src/advisory/osv-import.js";
@@ -16,6 +14,7 @@ import { osvRecords } from "../../src/db/schema/index.js";
 import type { ZipLimits } from "../../src/kernel/zip.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
 import { zip } from "../support/zip.js";
+import { runCli } from "../support/cli.js";
 
 function write(path: string, content: string | Buffer) {
   mkdirSync(join(path, ".."), { recursive: true });
@@ -184,14 +183,7 @@ describe("import-osv", () => {
 // with a rejected file exits 1 with the JSON summary on stdout and the skipped files on stderr; an import of
 // good files only exits 0 and a second one changes nothing.
 describe("npm run import-osv", () => {
-  const repoRoot = new URL("../..", import.meta.url).pathname;
-  const run = (args: string[], env: Record<string, string>) =>
-    promisify(execFile)(join(repoRoot, "node_modules", ".bin", "tsx"), [join(repoRoot, "src/cli/import-osv.ts"), ...args], {
-      env: { ...process.env, DATABASE_URL: "", LOG_LEVEL: "warn", ...env },
-    }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
-    );
+  const run = (args: string[], env: Record<string, string>) => runCli("import-osv.ts", args, env);
 
   it("imports, reports, and is idempotent", { timeout: 120_000 }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "osv-cli-data-"));
