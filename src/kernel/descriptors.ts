@@ -12,7 +12,7 @@ import {
   type Registry,
 } from "@bufbuild/protobuf";
 import { file_google_protobuf_empty, file_google_protobuf_field_mask } from "@bufbuild/protobuf/wkt";
-import { auth, event, event_body, iam_scope, server_added, type AuthRule, type EventBody, type EventRule } from "../../gen/apiserver/options/v1/options_pb.js";
+import { auth, event, event_body, global_data, iam_scope, server_added, type AuthRule, type EventBody, type EventRule } from "../../gen/apiserver/options/v1/options_pb.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
 import { field_behavior, FieldBehavior } from "../../gen/google/api/field_behavior_pb.js";
@@ -129,6 +129,11 @@ export function eventRuleOf(method: DescMethod): EventRule | undefined {
 /** What an event body keeps of a message (apiserver.options.v1.event_body), when the message says. */
 export function eventBodyOf(message: DescMessage): EventBody | undefined {
   return hasOption(message, event_body) ? getOption(message, event_body) : undefined;
+}
+
+/** Whether the service serves global data, whose resources belong to no group (apiserver.options.v1.global_data). */
+export function isGlobalData(service: DescService): boolean {
+  return hasOption(service, global_data) && getOption(service, global_data);
 }
 
 /** Whether this server added the field to a published message (apiserver.options.v1.server_added). */

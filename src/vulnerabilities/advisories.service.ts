@@ -1,7 +1,7 @@
 // AdvisoriesService: the vulnerability advisories of the distribution's packages, read-only global data written
 // by the import-advisories command (import.ts). A caller needs CAP_ADVISORIES_LIST on some group, checked
 // first: GetAdvisory's rule names its uid as the scope, but an advisory belongs to no group, so the auth
-// interceptor treats this service as global data (kernel/auth/interceptor.ts globalDataServices) and the
+// interceptor treats this service as global data (its proto option apiserver.options.v1.global_data) and the
 // handler checks the capability anywhere, as for ListAdvisories.
 //
 // Decisions where the contract is silent:

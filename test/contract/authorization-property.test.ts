@@ -38,8 +38,8 @@ import {
   termsAcceptances,
 } from "../../src/db/schema/index.js";
 import { managedRole, managedRoles } from "../../src/iam/managed-roles.js";
-import { globalDataServices, ruleOf } from "../../src/kernel/auth/index.js";
-import { registry, servedMethods } from "../../src/kernel/descriptors.js";
+import { ruleOf } from "../../src/kernel/auth/index.js";
+import { isGlobalData, registry, servedMethods } from "../../src/kernel/descriptors.js";
 import { isValidUid, isWithin, newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { tagKindOf } from "../../src/registry/tag-kind.js";
 import { implementedServices } from "../support/domains.js";
@@ -185,7 +185,7 @@ const isUnary = (m: DescMethod): m is DescMethodUnary => m.methodKind === "unary
  * B, so there is nothing of B to reach; their authorization is in the matrix and their contract tests.
  */
 const globalServices: ReadonlySet<string> = new Set([
-  ...globalDataServices,
+  ...servedMethods.filter((m) => isGlobalData(m.parent)).map((m) => m.parent.typeName),
   // Advisory data; its one authenticated method reads B's registry only to check that a named repo is visible,
   // which security-advisory.contract.test.ts covers (NOT_FOUND for a repo of a group the caller cannot see).
   "chainguard.platform.advisory.v2.SecurityAdvisoryService",

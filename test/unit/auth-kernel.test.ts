@@ -20,6 +20,8 @@ import {
 } from "../../src/kernel/auth/index.js";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { bearerChallenge, bearerTokenOf } from "../../src/kernel/authorization-header.js";
+import { AdvisoriesService } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
+import { apiServices, authRuleOf, isGlobalData } from "../../src/kernel/descriptors.js";
 
 describe("effectiveScope: a binding's reach for an identity confined to its home group", () => {
   it.each([
@@ -102,6 +104,11 @@ describe("ruleOf reads the method options", () => {
   });
   it("unscoped", () =>
     expect(ruleOf(RolesService.method.listRoles)).toEqual({ kind: "unscoped", capabilities: [Capability.CAP_IAM_ROLES_LIST], identityOptional: false }));
+  it("a scoped rule of a service marked global_data is read as unscoped; only the two global-data services are marked", () => {
+    expect(authRuleOf(AdvisoriesService.method.getAdvisory)?.mode.value).toMatchObject({ unscoped: false });
+    expect(ruleOf(AdvisoriesService.method.getAdvisory)).toEqual({ kind: "unscoped", capabilities: [Capability.CAP_ADVISORIES_LIST], identityOptional: false });
+    expect(apiServices.filter(isGlobalData).map((s) => s.typeName)).toEqual(["chainguard.platform.libraries.v2.ArtifactsService", "chainguard.platform.vulnerabilities.v2.AdvisoriesService"]);
+  });
   it("unscoped, identity optional", () =>
     expect(ruleOf(GroupInviteAcceptanceService.method.acceptGroupInvite)).toEqual({ kind: "unscoped", capabilities: [], identityOptional: true }));
 });

@@ -13,7 +13,7 @@ import type { ConnectError, Interceptor, StreamRequest, UnaryRequest } from "@co
 type UnaryOrStreamRequest = UnaryRequest | StreamRequest;
 import type { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { parseAuthorization } from "../authorization-header.js";
-import { authRuleOf, httpRuleOf, scopePathOf } from "../descriptors.js";
+import { authRuleOf, httpRuleOf, isGlobalData, scopePathOf } from "../descriptors.js";
 import { invalidArgument, unauthenticated } from "../errors/index.js";
 import { isValidUid } from "../uidp.js";
 import { createCandidateAccess } from "./access.js";
@@ -25,17 +25,6 @@ type Rule =
   | { kind: "unscoped"; capabilities: Capability[]; identityOptional: boolean }
   | { kind: "scoped"; capabilities: Capability[]; scopePath: DescField[] };
 
-/**
- * Services over global data (not per organization), whose resources belong to no group. A scoped rule there
- * (GetAdvisory names its uid as the scope) cannot be checked on a group: it is read as unscoped, and the
- * handler requires the capabilities on some group (requireRuleAnywhere), so the uid is never taken for a
- * group's.
- */
-export const globalDataServices: ReadonlySet<string> = new Set([
-  "chainguard.platform.libraries.v2.ArtifactsService",
-  "chainguard.platform.vulnerabilities.v2.AdvisoriesService",
-]);
-
 /** The method's rule in the form the interceptor uses. Methods with no rule are refused (fail closed). */
 export function ruleOf(method: DescMethod): Rule {
   const auth = authRuleOf(method);
@@ -45,7 +34,8 @@ export function ruleOf(method: DescMethod): Rule {
   if (identityOptional && (!unscoped || capabilities.length > 0)) {
     throw new Error(`${method.parent.typeName}.${method.name}: identity_optional needs an unscoped rule naming no capability`);
   }
-  if (unscoped || globalDataServices.has(method.parent.typeName)) return { kind: "unscoped", capabilities, identityOptional };
+  // A scoped rule of a service over global data is read as unscoped: its resources belong to no group.
+  if (unscoped || isGlobalData(method.parent)) return { kind: "unscoped", capabilities, identityOptional };
   const scopePath = scopePathOf(method.input);
   if (!scopePath) throw new Error(`${method.parent.typeName}.${method.name} is scoped but has no iam_scope field`);
   return { kind: "scoped", capabilities, scopePath };

@@ -11,7 +11,7 @@ import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/proto
 import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Capability } from "../../../capabilities/capabilities_pb.js";
 import { file_capabilities_capabilities } from "../../../capabilities/capabilities_pb.js";
-import type { FieldOptions, MessageOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
+import type { FieldOptions, MessageOptions, MethodOptions, ServiceOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file apiserver/options/v1/options.proto.
  */
 export const file_apiserver_options_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSKqAgoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaKwoIRGlzYWJsZWQSHwoXaGFuZGxlcl92ZXJpZmllc19iZWFyZXIYASABKAgacQoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIEhkKEWlkZW50aXR5X29wdGlvbmFsGAMgASgIQgYKBG1vZGUizAEKCUV2ZW50UnVsZRIMCgR0eXBlGAEgASgJEhIKCmV4dGVuc2lvbnMYAiADKAkSMAoIYXVkaWVuY2UYAyABKA4yHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdWRpZW5jZRIVCg1zdWJqZWN0X2RlcHRoGAQgASgNEhUKDXN1YmplY3RfZmllbGQYBSABKAkSPQoPZ3JvdXBfZXh0ZW5zaW9uGAYgASgOMiQuYXBpc2VydmVyLm9wdGlvbnMudjEuR3JvdXBFeHRlbnNpb24iJwoJRXZlbnRCb2R5EgwKBGtlZXAYASADKAkSDAoEbm9uZRgCIAEoCCpSCghBdWRpZW5jZRIYChRBVURJRU5DRV9VTlNQRUNJRklFRBAAEhUKEUFVRElFTkNFX0lOVEVSTkFMEAESFQoRQVVESUVOQ0VfQ1VTVE9NRVIQAip3Cg5Hcm91cEV4dGVuc2lvbhIfChtHUk9VUF9FWFRFTlNJT05fVU5TUEVDSUZJRUQQABIgChxHUk9VUF9FWFRFTlNJT05fT1JHQU5JWkFUSU9OEAESIgoeR1JPVVBfRVhURU5TSU9OX1NVQkpFQ1RfUEFSRU5UEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OmEKCmV2ZW50X2JvZHkSHy5nb29nbGUucHJvdG9idWYuTWVzc2FnZU9wdGlvbnMY1IYDIAEoCzIfLmFwaXNlcnZlci5vcHRpb25zLnYxLkV2ZW50Qm9keVIJZXZlbnRCb2R5OjwKCWlhbV9zY29wZRIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCFIIaWFtU2NvcGU6QgoMc2VydmVyX2FkZGVkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjVhgMgASgIUgtzZXJ2ZXJBZGRlZGIGcHJvdG8z", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
+  fileDesc("CiJhcGlzZXJ2ZXIvb3B0aW9ucy92MS9vcHRpb25zLnByb3RvEhRhcGlzZXJ2ZXIub3B0aW9ucy52MSKqAgoIQXV0aFJ1bGUSOwoIZGlzYWJsZWQYASABKAsyJy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5EaXNhYmxlZEgAEjkKB2VuYWJsZWQYAiABKAsyJi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZS5FbmFibGVkSAAaKwoIRGlzYWJsZWQSHwoXaGFuZGxlcl92ZXJpZmllc19iZWFyZXIYASABKAgacQoHRW5hYmxlZBI5CgxjYXBhYmlsaXRpZXMYASADKA4yIy5jaGFpbmd1YXJkLmNhcGFiaWxpdGllcy5DYXBhYmlsaXR5EhAKCHVuc2NvcGVkGAIgASgIEhkKEWlkZW50aXR5X29wdGlvbmFsGAMgASgIQgYKBG1vZGUizAEKCUV2ZW50UnVsZRIMCgR0eXBlGAEgASgJEhIKCmV4dGVuc2lvbnMYAiADKAkSMAoIYXVkaWVuY2UYAyABKA4yHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdWRpZW5jZRIVCg1zdWJqZWN0X2RlcHRoGAQgASgNEhUKDXN1YmplY3RfZmllbGQYBSABKAkSPQoPZ3JvdXBfZXh0ZW5zaW9uGAYgASgOMiQuYXBpc2VydmVyLm9wdGlvbnMudjEuR3JvdXBFeHRlbnNpb24iJwoJRXZlbnRCb2R5EgwKBGtlZXAYASADKAkSDAoEbm9uZRgCIAEoCCpSCghBdWRpZW5jZRIYChRBVURJRU5DRV9VTlNQRUNJRklFRBAAEhUKEUFVRElFTkNFX0lOVEVSTkFMEAESFQoRQVVESUVOQ0VfQ1VTVE9NRVIQAip3Cg5Hcm91cEV4dGVuc2lvbhIfChtHUk9VUF9FWFRFTlNJT05fVU5TUEVDSUZJRUQQABIgChxHUk9VUF9FWFRFTlNJT05fT1JHQU5JWkFUSU9OEAESIgoeR1JPVVBfRVhURU5TSU9OX1NVQkpFQ1RfUEFSRU5UEAI6VAoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHi5hcGlzZXJ2ZXIub3B0aW9ucy52MS5BdXRoUnVsZVIEYXV0aDpXCgVldmVudBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNKGAyABKAsyHy5hcGlzZXJ2ZXIub3B0aW9ucy52MS5FdmVudFJ1bGVSBWV2ZW50OkIKC2dsb2JhbF9kYXRhEh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb25zGNaGAyABKAhSCmdsb2JhbERhdGE6YQoKZXZlbnRfYm9keRIfLmdvb2dsZS5wcm90b2J1Zi5NZXNzYWdlT3B0aW9ucxjUhgMgASgLMh8uYXBpc2VydmVyLm9wdGlvbnMudjEuRXZlbnRCb2R5UglldmVudEJvZHk6PAoJaWFtX3Njb3BlEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjThgMgASgIUghpYW1TY29wZTpCCgxzZXJ2ZXJfYWRkZWQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGNWGAyABKAhSC3NlcnZlckFkZGVkYgZwcm90bzM", [file_capabilities_capabilities, file_google_protobuf_descriptor]);
 
 /**
  * How a method is authorized.
@@ -291,12 +291,22 @@ export const event: GenExtension<MethodOptions, EventRule> = /*@__PURE__*/
   extDesc(file_apiserver_options_v1_options, 1);
 
 /**
+ * The service serves global data (not per organization: the library artifacts, the advisories), whose
+ * resources belong to no group. A scoped rule there (GetAdvisory names its uid as the scope) cannot be
+ * checked on a group: it is read as unscoped, and the handler requires the capabilities on some group.
+ *
+ * @generated from extension: bool global_data = 50006;
+ */
+export const global_data: GenExtension<ServiceOptions, boolean> = /*@__PURE__*/
+  extDesc(file_apiserver_options_v1_options, 2);
+
+/**
  * What an event body keeps of this message (unset: all of it).
  *
  * @generated from extension: apiserver.options.v1.EventBody event_body = 50004;
  */
 export const event_body: GenExtension<MessageOptions, EventBody> = /*@__PURE__*/
-  extDesc(file_apiserver_options_v1_options, 2);
+  extDesc(file_apiserver_options_v1_options, 3);
 
 /**
  * Marks the request field that names the group (or a resource inside it) on which the method's
@@ -305,7 +315,7 @@ export const event_body: GenExtension<MessageOptions, EventBody> = /*@__PURE__*/
  * @generated from extension: bool iam_scope = 50003;
  */
 export const iam_scope: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
-  extDesc(file_apiserver_options_v1_options, 3);
+  extDesc(file_apiserver_options_v1_options, 4);
 
 /**
  * Marks a field this server adds to a published message (numbered above the message's published fields, so
@@ -315,5 +325,5 @@ export const iam_scope: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
  * @generated from extension: bool server_added = 50005;
  */
 export const server_added: GenExtension<FieldOptions, boolean> = /*@__PURE__*/
-  extDesc(file_apiserver_options_v1_options, 4);
+  extDesc(file_apiserver_options_v1_options, 5);
 
