@@ -21,6 +21,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { lazy, ms } from "../support/matchers.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { listVisibilityCases } from "./list-visibility.js";
 
 const ASSOCIATION = "chainguard.platform.iam.v2.AccountAssociation";
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -290,25 +291,12 @@ runContractCases("ListAccountAssociations", base, [
       expect(r.nextPageToken).toBe("");
     },
   }),
-  contractCase({
-    name: "a viewer bound on team sees the team's association only",
+  ...listVisibilityCases({
     method: M.listAccountAssociations,
-    request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => {
-      expect(uids(r.accountAssociations)).toEqual([quiet.team]);
-      expect(r.totalCount).toBe(1n);
-    },
-  }),
-  contractCase({
-    name: "a caller with no bindings sees nothing",
-    method: M.listAccountAssociations,
-    request: {},
-    headers: () => quiet.auth("stranger"),
-    response: (r) => {
-      expect(r.accountAssociations).toEqual([]);
-      expect(r.totalCount).toBe(0n);
-    },
+    noun: "associations",
+    world: () => quiet,
+    items: (r) => r.accountAssociations,
+    teamViewer: () => [quiet.team],
   }),
   contractCase({
     name: "name: exact match",

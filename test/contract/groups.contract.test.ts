@@ -15,6 +15,7 @@ import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, detail, protocols, runContractCases, type Protocol } from "./harness.js";
+import { listVisibilityCases } from "./list-visibility.js";
 
 const GROUP = "chainguard.platform.iam.v2.Group";
 const HEX16 = /^[0-9a-f]{16}$/;
@@ -221,35 +222,13 @@ runContractCases("ListGroups", base, [
       expect(r.nextPageToken).toBe("");
     },
   }),
-  contractCase({
-    name: "a viewer bound on team sees only team",
+  ...listVisibilityCases({
     method: GroupsService.method.listGroups,
-    request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => {
-      expect(r.groups.map((g) => g.uid)).toEqual([quiet.team]);
-      expect(r.totalCount).toBe(1n);
-    },
-  }),
-  contractCase({
-    name: "a filter naming groups outside the caller's scope returns and counts nothing of them",
-    method: GroupsService.method.listGroups,
-    request: () => ({ uidp: { ids: [quiet.org, quiet.other, quiet.team] } }),
-    headers: () => quiet.auth("otherViewer"),
-    response: (r) => {
-      expect(r.groups.map((g) => g.uid)).toEqual([quiet.other]);
-      expect(r.totalCount).toBe(1n);
-    },
-  }),
-  contractCase({
-    name: "a caller with no bindings sees nothing",
-    method: GroupsService.method.listGroups,
-    request: {},
-    headers: () => quiet.auth("stranger"),
-    response: (r) => {
-      expect(r.groups).toEqual([]);
-      expect(r.totalCount).toBe(0n);
-    },
+    noun: "groups",
+    world: () => quiet,
+    items: (r) => r.groups,
+    teamViewer: () => [quiet.team],
+    outside: { request: () => ({ uidp: { ids: [quiet.org, quiet.other, quiet.team] } }), uids: () => [quiet.other] },
   }),
   contractCase({
     name: "uidp.children_of the organization",

@@ -20,6 +20,7 @@ import { openTestDatabase } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { listVisibilityCases } from "./list-visibility.js";
 
 const IDENTITY = "chainguard.platform.iam.v2.Identity";
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -434,37 +435,13 @@ runContractCases("ListIdentities", base, [
       expect(r.totalCount).toBe(BigInt(under.org.length));
     },
   }),
-  contractCase({
-    name: "a viewer bound on team sees only team's",
+  ...listVisibilityCases({
     method: IdentitiesService.method.listIdentities,
-    request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => {
-      expect(uidsOf(r)).toEqual(under.team.map((i) => i.uid));
-      expect(uidsOf(r)).toContain(q.robotB);
-      expect(r.totalCount).toBe(BigInt(under.team.length));
-    },
-  }),
-  contractCase({
-    name: "a filter reaching outside the caller's scope returns and counts nothing of it",
-    method: IdentitiesService.method.listIdentities,
-    request: () => ({ uidp: { descendantsOf: quiet.org } }),
-    headers: () => quiet.auth("otherViewer"),
-    response: (r) => {
-      expect(uidsOf(r)).toEqual(under.other.map((i) => i.uid));
-      expect(uidsOf(r)).toContain(q.robotC);
-      expect(r.totalCount).toBe(BigInt(under.other.length));
-    },
-  }),
-  contractCase({
-    name: "a caller with no bindings sees nothing",
-    method: IdentitiesService.method.listIdentities,
-    request: {},
-    headers: () => quiet.auth("stranger"),
-    response: (r) => {
-      expect(r.identities).toEqual([]);
-      expect(r.totalCount).toBe(0n);
-    },
+    noun: "identities",
+    world: () => quiet,
+    items: (r) => r.identities,
+    teamViewer: () => under.team.map((i) => i.uid),
+    outside: { request: () => ({ uidp: { descendantsOf: quiet.org } }), uids: () => under.other.map((i) => i.uid) },
   }),
   contractCase({
     name: "relationship_type filter",

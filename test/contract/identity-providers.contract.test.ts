@@ -34,6 +34,7 @@ import { seedWorld, type World } from "../support/world.js";
 import { assertError, call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
 import { sinkPolicyFor } from "../../src/events/sinks.js";
 import type { Resolver } from "../../src/kernel/outbound.js";
+import { listVisibilityCases } from "./list-visibility.js";
 
 const IDP = "chainguard.platform.iam.v2.IdentityProvider";
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -498,25 +499,12 @@ runContractCases("ListIdentityProviders", base, [
       expect(r.identityProviders.every((p) => oidcOf(p).clientSecret === "")).toBe(true);
     },
   }),
-  contractCase({
-    name: "a viewer bound on team sees the team's providers only",
+  ...listVisibilityCases({
     method: S.listIdentityProviders,
-    request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => {
-      expect(r.identityProviders.map((p) => p.uid).sort()).toEqual([fx.q.gamma, fx.q.teamShared].sort());
-      expect(r.totalCount).toBe(2n);
-    },
-  }),
-  contractCase({
-    name: "a caller with no bindings sees nothing",
-    method: S.listIdentityProviders,
-    request: {},
-    headers: () => quiet.auth("stranger"),
-    response: (r) => {
-      expect(r.identityProviders).toEqual([]);
-      expect(r.totalCount).toBe(0n);
-    },
+    noun: "providers",
+    world: () => quiet,
+    items: (r) => r.identityProviders,
+    teamViewer: () => [fx.q.gamma!, fx.q.teamShared!],
   }),
   contractCase({
     name: "name: exact match, across groups",

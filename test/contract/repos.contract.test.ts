@@ -16,6 +16,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { lazy, ms } from "../support/matchers.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { listVisibilityCases } from "./list-visibility.js";
 
 const REPO = "chainguard.platform.registry.v2.Repo";
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -358,35 +359,13 @@ runContractCases("ListRepos", base, [
       expect(r.skipped).toBe(0);
     },
   }),
-  contractCase({
-    name: "a viewer bound on team sees the team's repos only",
+  ...listVisibilityCases({
     method: ReposService.method.listRepos,
-    request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => {
-      expect(r.repos.map((x) => x.uid).sort()).toEqual([fx.q.teamShared, fx.q.teamApp].sort());
-      expect(r.totalCount).toBe(2n);
-    },
-  }),
-  contractCase({
-    name: "a filter naming repos outside the caller's scope returns and counts nothing of them",
-    method: ReposService.method.listRepos,
-    request: () => ({ uidp: { descendantsOf: quiet.org } }),
-    headers: () => quiet.auth("otherViewer"),
-    response: (r) => {
-      expect(r.repos.map((x) => x.uid)).toEqual([fx.q.otherApp]);
-      expect(r.totalCount).toBe(1n);
-    },
-  }),
-  contractCase({
-    name: "a caller with no bindings sees nothing, and a total of 0",
-    method: ReposService.method.listRepos,
-    request: {},
-    headers: () => quiet.auth("stranger"),
-    response: (r) => {
-      expect(r.repos).toEqual([]);
-      expect(r.totalCount).toBe(0n);
-    },
+    noun: "repos",
+    world: () => quiet,
+    items: (r) => r.repos,
+    teamViewer: () => [fx.q.teamShared!, fx.q.teamApp!],
+    outside: { request: () => ({ uidp: { descendantsOf: quiet.org } }), uids: () => [fx.q.otherApp!] },
   }),
   contractCase({
     name: "uidp.children_of the organization: its own repos, not its sub-groups'",

@@ -17,6 +17,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { lazy, ms } from "../support/matchers.js";
 import { seedWorld, type Caller, type World } from "../support/world.js";
 import { call, contractCase, protocols, runContractCases, type Protocol } from "./harness.js";
+import { listVisibilityCases } from "./list-visibility.js";
 
 const SUBSCRIPTION = "chainguard.platform.events.v2.Subscription";
 const GROUP = "chainguard.platform.iam.v2.Group";
@@ -409,35 +410,13 @@ runContractCases("ListSubscriptions", base, [
       expect(r.skipped).toBe(0);
     },
   }),
-  contractCase({
-    name: "a viewer bound on team sees the team's subscriptions only",
+  ...listVisibilityCases({
     method: SubscriptionsService.method.listSubscriptions,
-    request: {},
-    headers: () => quiet.auth("teamViewer"),
-    response: (r) => {
-      expect(keys(r.subscriptions)).toEqual(["d"]);
-      expect(r.totalCount).toBe(1n);
-    },
-  }),
-  contractCase({
-    name: "a filter naming subscriptions outside the caller's scope returns and counts nothing of them",
-    method: SubscriptionsService.method.listSubscriptions,
-    request: () => ({ uidp: { descendantsOf: quiet.org } }),
-    headers: () => quiet.auth("otherViewer"),
-    response: (r) => {
-      expect(keys(r.subscriptions)).toEqual(["e"]);
-      expect(r.totalCount).toBe(1n);
-    },
-  }),
-  contractCase({
-    name: "a caller with no bindings sees nothing, and a total of 0",
-    method: SubscriptionsService.method.listSubscriptions,
-    request: {},
-    headers: () => quiet.auth("stranger"),
-    response: (r) => {
-      expect(r.subscriptions).toEqual([]);
-      expect(r.totalCount).toBe(0n);
-    },
+    noun: "subscriptions",
+    world: () => quiet,
+    items: (r) => r.subscriptions,
+    teamViewer: () => [fx.q.d!],
+    outside: { request: () => ({ uidp: { descendantsOf: quiet.org } }), uids: () => [fx.q.e!] },
   }),
   contractCase({
     name: "uidp.children_of the organization: its own subscriptions, not its sub-groups'",
