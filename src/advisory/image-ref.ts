@@ -8,7 +8,7 @@
 import { MAX_REPO_NAME_LENGTH, REPO_NAME_PATTERN } from "../registry/repos.validate.js";
 import { TAG_NAME_PATTERN } from "../registry/tag-kind.js";
 
-export interface ParsedImageRef {
+interface ParsedImageRef {
   /** The package the repo's images are built from: the path's last segment. */
   packageName: string;
   /** Repo names that designate this ref in the registry (the path after the host, and its last segment). */

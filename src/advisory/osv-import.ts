@@ -29,19 +29,19 @@ import { validateOsvRecord, type OsvRecord } from "./osv-record.js";
 
 const BATCH_SIZE = 500;
 
-export interface OsvImportOptions {
+interface OsvImportOptions {
   /** Limits for zip archives; maxEntryBytes also caps a plain file. */
   zipLimits?: ZipLimits;
   /** Called after each file (or entry) with the count so far. */
   onProgress?: (done: number) => void;
 }
 
-export interface Skipped {
+interface Skipped {
   path: string;
   reason: string;
 }
 
-export interface OsvImportSummary {
+interface OsvImportSummary {
   records: { added: number; changed: number; unchanged: number };
   /** Files that were rejected (unreadable, malformed, invalid, duplicate id, not written): exit status 1. */
   skipped: Skipped[];

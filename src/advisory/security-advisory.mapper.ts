@@ -139,7 +139,7 @@ function toReferences(refs: readonly OsvReference[]) {
 }
 
 /** The CVSS severities (Ubuntu's and unknown types left out). */
-export function toSeverities(severities: readonly OsvSeverity[]): Severity[] {
+function toSeverities(severities: readonly OsvSeverity[]): Severity[] {
   return severities.flatMap((s) => {
     const type = severityTypes[s.type];
     return type === undefined ? [] : [create(SeveritySchema, { type, score: s.score })];

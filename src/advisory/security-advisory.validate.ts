@@ -37,7 +37,7 @@ function timeOf(t: Timestamp | undefined, field: string): Date {
   return d;
 }
 
-export interface Ref {
+interface Ref {
   packageName: string;
   repoNames: string[];
   repo: string;
@@ -95,7 +95,7 @@ export function metadataIdsOf(req: ListVulnerabilityMetadataRequest): string[] |
   return ids;
 }
 
-export interface ReportRequest {
+interface ReportRequest {
   start: Date;
   end: Date;
   refs: Ref[];

@@ -10,7 +10,7 @@ import { openDatabase } from "../db/client.js";
 import { bootstrap } from "../iam/bootstrap.js";
 import { setLogLevel } from "../kernel/log.js";
 
-export const runBootstrap = defineCommand(
+const runBootstrap = defineCommand(
   {
     invocation: "npm run bootstrap --",
     summary: [

@@ -12,7 +12,7 @@ import { importAdvisories } from "../vulnerabilities/import.js";
 import { runImport } from "./import-run.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
-export const main = defineCommand(
+const main = defineCommand(
   {
     invocation: "npm run import-advisories --",
     summary: [

@@ -10,7 +10,7 @@ import { importLibraries } from "../libraries/import.js";
 import { runImport } from "./import-run.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
-export const main = defineCommand(
+const main = defineCommand(
   {
     invocation: "npm run import-libraries --",
     summary: [

@@ -26,7 +26,7 @@ function bytes(n: number): string {
 }
 
 /** One line describing where the import is. */
-export function progressLine(p: Readonly<ImportProgress>, elapsedSeconds: number): string {
+function progressLine(p: Readonly<ImportProgress>, elapsedSeconds: number): string {
   const rate = elapsedSeconds > 0 ? p.bytesVerified / elapsedSeconds : 0;
   const verified = `${p.blobsVerified} blobs, ${bytes(p.bytesVerified)}${p.bytesTotal ? ` of ${bytes(p.bytesTotal)}` : ""} verified (${bytes(rate)}/s)`;
   switch (p.phase) {
@@ -45,7 +45,7 @@ export function progressLine(p: Readonly<ImportProgress>, elapsedSeconds: number
   }
 }
 
-export const main = defineCommand(
+const main = defineCommand(
   {
     invocation: "npm run import-oci --",
     summary: [

@@ -11,7 +11,7 @@ import { importOsv } from "../advisory/osv-import.js";
 import { runImport } from "./import-run.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
-export const main = defineCommand(
+const main = defineCommand(
   {
     invocation: "npm run import-osv --",
     summary: [

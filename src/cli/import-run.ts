@@ -6,7 +6,7 @@ import { openDatabase, type Database } from "../db/client.js";
 import { setLogLevel } from "../kernel/log.js";
 import { createProgress, type Progress } from "./progress.js";
 
-export interface ImportRun<S extends { skipped: readonly { path: string; reason: string }[] }> {
+interface ImportRun<S extends { skipped: readonly { path: string; reason: string }[] }> {
   /** The first progress line ("importing ..."). */
   start: string;
   run(database: Database, progress: Progress, pool: { max: number }): Promise<S>;

@@ -11,7 +11,7 @@ import { openDatabase, type Database } from "../db/client.js";
 import { createKeyStore } from "../kernel/auth/keys.js";
 import { log, setLogLevel } from "../kernel/log.js";
 
-export interface RotateResult {
+interface RotateResult {
   /** The kid new tokens are signed with. */
   kid: string;
   /** Every kid still published (and verifying), newest first. */
@@ -19,14 +19,14 @@ export interface RotateResult {
 }
 
 /** Rotates the signing key of the database. */
-export async function rotateSigningKey(database: Database): Promise<RotateResult> {
+async function rotateSigningKey(database: Database): Promise<RotateResult> {
   const keys = await createKeyStore(database.db);
   const kid = await keys.rotate();
   const { keys: jwks } = await keys.publicJwks();
   return { kid, published: jwks.map((k) => k.kid ?? "") };
 }
 
-export const main = defineCommand(
+const main = defineCommand(
   {
     invocation: "npm run keys:rotate",
     summary: [

@@ -12,7 +12,7 @@ export interface Progress {
   end(): void;
 }
 
-export interface ProgressOptions {
+interface ProgressOptions {
   /** Between two plain lines when the stream is not a terminal (default 5 s). */
   plainIntervalMs?: number;
 }

@@ -19,7 +19,7 @@ import { DataDirLockedError } from "../db/data-dir-lock.js";
 import { DatabaseOpenError } from "../db/open-errors.js";
 
 /** One option: parseArgs' own settings, with what the help says of it. */
-export interface OptionSpec {
+interface OptionSpec {
   type: "string" | "boolean";
   short?: string;
   multiple?: boolean;
@@ -32,9 +32,9 @@ export interface OptionSpec {
   required?: boolean;
 }
 
-export type OptionSpecs = Readonly<Record<string, OptionSpec>>;
+type OptionSpecs = Readonly<Record<string, OptionSpec>>;
 
-export interface CommandSpec<O extends OptionSpecs = OptionSpecs> {
+interface CommandSpec<O extends OptionSpecs = OptionSpecs> {
   /** How a user runs it, first in the usage line: "npm run import-oci --". */
   invocation: string;
   /** What it does: the help's paragraph (may hold several lines). */
@@ -58,9 +58,9 @@ export class UsageError extends Error {
 
 type ParseConfig<O extends OptionSpecs> = { args: string[]; options: O; allowPositionals: true; strict: true };
 /** The values parseArgs gives for these options (typed as node:util types them). */
-export type OptionValues<O extends OptionSpecs> = ReturnType<typeof parseArgs<ParseConfig<O>>>["values"];
+type OptionValues<O extends OptionSpecs> = ReturnType<typeof parseArgs<ParseConfig<O>>>["values"];
 
-export interface ParsedCommand<O extends OptionSpecs> {
+interface ParsedCommand<O extends OptionSpecs> {
   values: OptionValues<O>;
   positionals: string[];
 }
@@ -73,7 +73,7 @@ function optionUsage(name: string, o: OptionSpec): string {
 }
 
 /** The usage line: "usage: npm run import-oci -- --repo <repo uid> <OCI layout directory>". */
-export function usageLine(spec: CommandSpec): string {
+function usageLine(spec: CommandSpec): string {
   const parts = [spec.invocation, ...Object.entries(spec.options).map(([name, o]) => optionUsage(name, o))];
   const p = spec.positionals;
   if (p) {
@@ -84,7 +84,7 @@ export function usageLine(spec: CommandSpec): string {
 }
 
 /** The whole help: usage, summary, options, exit statuses. */
-export function helpText(spec: CommandSpec): string {
+function helpText(spec: CommandSpec): string {
   const rows = Object.entries(spec.options).map(([name, o]) => {
     const flag = `${o.short ? `-${o.short}, ` : ""}--${name}${o.type === "string" ? ` ${o.value ?? "<value>"}` : ""}`;
     const notes = [o.required ? "required" : undefined, o.default !== undefined && o.default !== false ? `default ${typeof o.default === "string" ? JSON.stringify(o.default) : String(o.default)}` : undefined].filter(Boolean);
@@ -110,7 +110,7 @@ export function helpText(spec: CommandSpec): string {
  * and positionals otherwise. Throws UsageError for an unknown option, a missing value, a missing required
  * option, too few or too many positionals.
  */
-export function parseCommand<O extends OptionSpecs>(spec: CommandSpec<O>, argv: readonly string[]): ParsedCommand<O> | "help" {
+function parseCommand<O extends OptionSpecs>(spec: CommandSpec<O>, argv: readonly string[]): ParsedCommand<O> | "help" {
   const end = argv.indexOf("--");
   if ((end < 0 ? argv : argv.slice(0, end)).some((a) => HELP_FLAGS.has(a))) return "help";
   const args = [...argv];
@@ -147,7 +147,7 @@ export function parseCommand<O extends OptionSpecs>(spec: CommandSpec<O>, argv: 
  * script, which `invocation` names), else `node <file>` (a compiled dist/cli/<name>.js, as the user typed it
  * from the working directory).
  */
-export function compiledInvocation(moduleUrl: string, cwd = process.cwd()): string | undefined {
+function compiledInvocation(moduleUrl: string, cwd = process.cwd()): string | undefined {
   const file = fileURLToPath(moduleUrl);
   if (file.endsWith(".ts")) return undefined;
   const shown = relative(cwd, file);
@@ -155,7 +155,7 @@ export function compiledInvocation(moduleUrl: string, cwd = process.cwd()): stri
 }
 
 /** `compiled` is compiledInvocation's answer, for the usage and help. */
-export type CommandMain = (argv: readonly string[], env?: NodeJS.ProcessEnv, compiled?: string) => Promise<number>;
+type CommandMain = (argv: readonly string[], env?: NodeJS.ProcessEnv, compiled?: string) => Promise<number>;
 
 /**
  * A command's main: parses, answers --help (stdout, 0) and bad arguments (stderr, 2), and otherwise runs

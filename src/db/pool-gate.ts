@@ -8,7 +8,7 @@ import type { Sql } from "postgres";
 import { ConnectError } from "@connectrpc/connect";
 import { unavailable } from "../kernel/errors/index.js";
 
-export interface PoolGateOptions {
+interface PoolGateOptions {
   /** How many queries or transactions run at once: the pool's size. */
   permits: number;
   /** How long a query waits for a turn before it fails. */
@@ -18,7 +18,7 @@ export interface PoolGateOptions {
 /** What a client refused by a busy pool is told to wait before retrying. */
 const RETRY_AFTER_MS = 1_000;
 
-export interface PoolGate {
+interface PoolGate {
   /** Runs `fn` once a turn is free (at most timeoutMs from now), releasing the turn when it settles. */
   run<T>(fn: () => Promise<T>): Promise<T>;
   /** Its use now, and the refusals so far (for metrics). */

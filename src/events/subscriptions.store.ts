@@ -12,7 +12,7 @@ import { listPage, type ListPage, type ListPlan } from "../kernel/list/index.js"
 import { resourceStore, type Executor } from "../kernel/store.js";
 import { uidpPredicate } from "../kernel/uidp.js";
 
-export interface SubscriptionListFilter {
+interface SubscriptionListFilter {
   /** The caller's visible scopes: only subscriptions beneath one of them are listed and counted. */
   scopes: readonly string[];
   uidp: UIDPFilter | undefined;

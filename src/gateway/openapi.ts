@@ -60,7 +60,7 @@ export interface Parameter {
   deprecated?: boolean;
 }
 
-export interface OpenApiOptions {
+interface OpenApiOptions {
   /** The methods to describe (servedMethods); those without an HTTP rule, or not unary, are skipped. */
   methods: readonly DescMethod[];
   title?: string;

@@ -180,7 +180,7 @@ function depthOf(value: JsonValue, limit: number): number {
 }
 
 /** A query parameter the gateway accepts for a request: the fields its key names, from the request root. */
-export interface QueryParameter {
+interface QueryParameter {
   fields: DescField[];
 }
 

@@ -3,19 +3,19 @@
 // segment, and tells a path no template matches (404) from a path served under other HTTP methods (405).
 import { compareSpecificity, matchTemplate, parseTemplate, type PathTemplate, type RequestPath } from "./template.js";
 
-export interface Route<T> {
+interface Route<T> {
   /** Upper-case HTTP method: GET, POST, PATCH, or a custom kind. */
   verb: string;
   template: PathTemplate;
   target: T;
 }
 
-export type RouteResult<T> =
+type RouteResult<T> =
   | { kind: "match"; route: Route<T>; variables: Map<string, string> }
   | { kind: "method-not-allowed"; allowed: string[] }
   | { kind: "not-found" };
 
-export interface RouteTable<T> {
+interface RouteTable<T> {
   readonly routes: readonly Route<T>[];
   match(verb: string, path: RequestPath): RouteResult<T>;
 }
@@ -26,7 +26,7 @@ interface TemplateEntry<T> {
   byVerb: Map<string, Route<T>>;
 }
 
-export class DuplicateRouteError extends Error {
+class DuplicateRouteError extends Error {
   constructor(verb: string, template: string) {
     super(`two methods are bound to ${verb} ${template}`);
     this.name = "DuplicateRouteError";

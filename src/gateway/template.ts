@@ -10,10 +10,10 @@
 // `/registry/v2/repos` never matches `/registry/v2/repos/{uid=**}` with an empty uid.
 
 /** One segment of a compiled template. */
-export type TemplatePart = { kind: "literal"; value: string } | { kind: "wildcard" } | { kind: "deep" };
+type TemplatePart = { kind: "literal"; value: string } | { kind: "wildcard" } | { kind: "deep" };
 
 /** A variable of a template: the request field it sets and the parts it covers. */
-export interface TemplateVariable {
+interface TemplateVariable {
   /** Field path as written, proto names (`repo.uid` -> ["repo", "uid"]). */
   fieldPath: string[];
   /** First part covered (index into `parts`). */

@@ -3,7 +3,7 @@
 // challenge of a 401.
 
 /** What an Authorization header holds. */
-export type AuthorizationHeader =
+type AuthorizationHeader =
   | { kind: "none" }
   | { kind: "bearer"; token: string }
   /**

@@ -210,7 +210,7 @@ function writeTag(out: Out, tag: readonly number[]): void {
   for (const b of tag) out.buf[out.pos++] = b;
 }
 
-export interface BinaryEncoder {
+interface BinaryEncoder {
   /** The message's bytes, after `reserve` bytes left for the caller (a gRPC envelope's five). */
   encode(desc: DescMessage, message: Message, reserve?: number): Buffer;
   /** Whether messages of this type are encoded by a compiled encoder (else always by toBinary). */

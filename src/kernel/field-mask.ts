@@ -23,7 +23,7 @@ import { FieldMaskSchema, type FieldMask } from "@bufbuild/protobuf/wkt";
 import { isImmutable, isOutputOnly } from "./descriptors.js";
 import { invalidArgument } from "./errors/index.js";
 
-export interface UpdateResult<T> {
+interface UpdateResult<T> {
   /** The updated resource: a new message; `current` and `patch` are not modified. */
   message: T;
   /** The paths whose value changed (in the order applied, without duplicates); empty for a no-op. */

@@ -162,7 +162,7 @@ export interface InProcessCall {
 }
 
 /** The outcome of a call: its answer or its error (anything but a ConnectError is INTERNAL), and what it set. */
-export type InProcessResult =
+type InProcessResult =
   | { ok: true; output: Message; responseHeader: Headers; responseTrailer: Headers }
   | { ok: false; error: ConnectError; responseHeader: Headers; responseTrailer: Headers };
 

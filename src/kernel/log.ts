@@ -8,7 +8,7 @@
 // level of stderr: the contract suite checks that no secret reaches a log line (test/support/log-capture.ts).
 import { pino, multistream, stdTimeFunctions, type DestinationStream, type Logger } from "pino";
 
-export type Level = "debug" | "info" | "warn" | "error";
+type Level = "debug" | "info" | "warn" | "error";
 export type LogLevel = Level | "silent";
 
 /**
@@ -17,7 +17,7 @@ export type LogLevel = Level | "silent";
  * error fields are taken under both drivers' names (postgres.js: `constraint_name`; PGlite: `constraint`).
  */
 const ERROR_FIELDS = ["code", "severity", "detail", "hint", "where", "schema_name", "schema", "table_name", "table", "column_name", "column", "constraint_name", "constraint", "routine"] as const;
-export function errorFields(err: unknown, depth = 0): unknown {
+function errorFields(err: unknown, depth = 0): unknown {
   if (!(err instanceof Error)) return err;
   const out: Record<string, unknown> = { name: err.name, message: err.message };
   const record = err as unknown as Record<string, unknown>;

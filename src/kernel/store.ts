@@ -36,7 +36,7 @@ export function isTransaction(db: Executor): boolean {
  * Runs `fn` so that its failure leaves `db` usable: in a savepoint when `db` is a transaction (a failed
  * statement would otherwise abort the whole transaction), directly otherwise.
  */
-export function attempt<T>(db: Executor, fn: (db: Executor) => Promise<T>): Promise<T> {
+function attempt<T>(db: Executor, fn: (db: Executor) => Promise<T>): Promise<T> {
   return isTransaction(db) ? db.transaction(fn) : fn(db);
 }
 
@@ -81,7 +81,7 @@ interface ResourceColumns {
   updateTime?: AnyPgColumn;
 }
 
-export interface ResourceSpec<T extends PgTable & ResourceColumns, P extends string = never> {
+interface ResourceSpec<T extends PgTable & ResourceColumns, P extends string = never> {
   table: T;
   /** The resource's message type name (`<X>Schema.typeName`), named in NOT_FOUND and ALREADY_EXISTS. */
   type: string;
@@ -105,7 +105,7 @@ export interface ResourceSpec<T extends PgTable & ResourceColumns, P extends str
 /** The columns create sets itself, besides the parent column. */
 type Generated = "uid" | "createTime" | "updateTime";
 
-export interface ResourceStore<Row, Insert, P extends string = never> {
+interface ResourceStore<Row, Insert, P extends string = never> {
   find(uid: string): Promise<Row | undefined>;
   get(uid: string): Promise<Row>;
   lock(uid: string): Promise<Row>;

@@ -18,7 +18,7 @@ export function toStored<D extends DescMessage>(schema: D, message: MessageShape
 }
 
 /** The deepest nesting of a JSON document a client may have stored (protobuf's usual recursion limit). */
-export const MAX_STORED_JSON_DEPTH = 100;
+const MAX_STORED_JSON_DEPTH = 100;
 
 /** A NUL (which PostgreSQL stores in no text nor jsonb value) or a lone surrogate (not UTF-8 at all). */
 // eslint-disable-next-line no-control-regex

@@ -61,13 +61,13 @@ export function isRootUid(uid: string): boolean {
 }
 
 /** Columns a UIDP predicate is built over. `parent`, when given, holds the uid's parent (NULL for roots). */
-export interface UidpColumns {
+interface UidpColumns {
   uid: AnyPgColumn | SQL;
   parent?: AnyPgColumn | SQL;
 }
 
 /** Problems with a filter, as field violations on `uidp.<field>` (empty when the filter is valid). */
-export function uidpViolations(filter: UIDPFilter | undefined, fieldPrefix = "uidp"): FieldViolation[] {
+function uidpViolations(filter: UIDPFilter | undefined, fieldPrefix = "uidp"): FieldViolation[] {
   if (!filter) return [];
   const out: FieldViolation[] = [];
   const check = (name: string, value: string) => {

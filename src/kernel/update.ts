@@ -12,12 +12,12 @@ import { throwIfAny, under, type FieldViolation } from "./errors/index.js";
 import { applyUpdate } from "./field-mask.js";
 
 /** What the update flow needs of a store. */
-export interface Lockable<Row, Fields> {
+interface Lockable<Row, Fields> {
   lock(uid: string): Promise<Row>;
   write(uid: string, fields: Fields): Promise<Row>;
 }
 
-export interface UpdateSpec<D extends DescMessage, Row, Fields> {
+interface UpdateSpec<D extends DescMessage, Row, Fields> {
   schema: D;
   /** The request field holding the resource ("group"), prefixed to violation paths; "" for the request itself. */
   field: string;

@@ -20,9 +20,9 @@ export interface ZipLimits {
 export const DEFAULT_ZIP_LIMITS: ZipLimits = { maxEntryBytes: 16 * 1024 * 1024, maxTotalBytes: 8 * 1024 * 1024 * 1024, maxEntries: 2_000_000 };
 
 /** An archive that cannot be read at all (not a zip, corrupt, over the limits): the message says why. */
-export class ZipArchiveError extends Error {}
+class ZipArchiveError extends Error {}
 
-export interface ZipEntry {
+interface ZipEntry {
   /** The entry's path inside the archive, `/`-separated. */
   name: string;
   /** Declared uncompressed size. */
@@ -31,7 +31,7 @@ export interface ZipEntry {
   refused: string | undefined;
 }
 
-export interface ZipArchive {
+interface ZipArchive {
   /** The file entries (directories left out) `select` kept, in central directory order. */
   readonly entries: readonly ZipEntry[];
   /** The names of the file entries `select` left out. */

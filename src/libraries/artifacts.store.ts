@@ -7,7 +7,7 @@ import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan 
 import type { Executor } from "../kernel/store.js";
 import { escapeLike } from "../kernel/uidp.js";
 
-export interface ArtifactListFilter {
+interface ArtifactListFilter {
   ecosystems: readonly Ecosystem[];
   /** Case-insensitive substring of the name or the uid; empty for any. */
   query: string;

@@ -19,7 +19,7 @@ import type { Executor } from "../kernel/store.js";
 import { DEFAULT_ZIP_LIMITS, openZip } from "../kernel/zip.js";
 import { compareVersions, ecosystemPrefix, normalizePythonName } from "./ecosystems.js";
 
-export interface VersionRecord {
+interface VersionRecord {
   version: string;
   name: string;
   description: string;
@@ -27,19 +27,19 @@ export interface VersionRecord {
   source: string;
 }
 
-export interface ArtifactRecord {
+interface ArtifactRecord {
   uid: string;
   ecosystem: Ecosystem;
   name: string;
   versions: Map<string, VersionRecord>;
 }
 
-export interface Skipped {
+interface Skipped {
   path: string;
   reason: string;
 }
 
-export interface ImportSummary {
+interface ImportSummary {
   artifacts: { added: number; changed: number; unchanged: number };
   versions: { added: number; changed: number; unchanged: number };
   skipped: Skipped[];
@@ -71,7 +71,7 @@ interface Pom {
   description: string;
 }
 
-export function parsePom(content: string, path: string): Pom {
+function parsePom(content: string, path: string): Pom {
   const project = parseXml(content, path).project as Record<string, unknown> | undefined;
   if (!project || typeof project !== "object") throw new Error(`${path}: no <project> element`);
   const parent = (project.parent ?? {}) as Record<string, unknown>;
@@ -88,7 +88,7 @@ export function parsePom(content: string, path: string): Pom {
 }
 
 /** RFC 822 style headers (core metadata): the first value of each header, continuation lines joined. */
-export function parseCoreMetadata(content: string): Map<string, string> {
+function parseCoreMetadata(content: string): Map<string, string> {
   const headers = new Map<string, string>();
   let last = "";
   for (const line of content.split(/\r?\n/)) {
@@ -110,7 +110,7 @@ export function parseCoreMetadata(content: string): Map<string, string> {
  * The METADATA file of a wheel (a zip: its path, or its bytes), read with yauzl within the kernel's zip
  * limits; only the central directory and that one entry are read, never the whole wheel.
  */
-export async function wheelMetadata(zip: string | Buffer, path: string): Promise<string> {
+async function wheelMetadata(zip: string | Buffer, path: string): Promise<string> {
   let archive;
   try {
     archive = await openZip(zip, DEFAULT_ZIP_LIMITS, (name) => /^[^/]+\.dist-info\/METADATA$/.test(name));
@@ -243,7 +243,7 @@ async function walk(c: Collector, path: string, depth: number): Promise<void> {
 }
 
 /** Reads every path into artifact records; unreadable files are in skipped. */
-export async function collectLibraries(paths: readonly string[]): Promise<{ artifacts: ArtifactRecord[]; skipped: Skipped[] }> {
+async function collectLibraries(paths: readonly string[]): Promise<{ artifacts: ArtifactRecord[]; skipped: Skipped[] }> {
   const c = new Collector();
   for (const p of paths) await walk(c, p, 0);
   return { artifacts: [...c.artifacts.values()].sort((a, b) => (a.uid < b.uid ? -1 : 1)), skipped: c.skipped };

@@ -69,7 +69,7 @@ function normalize(list: MavenItem[]): void {
 }
 
 /** Parses a version as ComparableVersion.parseVersion does. */
-export function parseMavenVersion(version: string): MavenItem {
+function parseMavenVersion(version: string): MavenItem {
   const v = version.toLowerCase();
   const root: MavenItem[] = [];
   let list = root;
@@ -137,7 +137,7 @@ interface Pep440Key {
 }
 
 /** The sort key of a PEP 440 version, or null when the string is not one. */
-export function pep440Key(version: string): Pep440Key | null {
+function pep440Key(version: string): Pep440Key | null {
   const m = PEP440.exec(version);
   if (!m?.groups) return null;
   const g = m.groups;

@@ -44,7 +44,7 @@ export function architecturesOf(entries: readonly PlatformEntry[]): string[] {
 }
 
 /** True when `platform` is what `requested` names (see the rules at the top of this file). */
-export function platformMatches(platform: string, requested: string): boolean {
+function platformMatches(platform: string, requested: string): boolean {
   const [os, arch, variant] = platform.split("/");
   const want = requested.split("/");
   // arm64 without a variant is arm64/v8.

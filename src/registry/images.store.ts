@@ -13,7 +13,7 @@ import { updateWhereChanged, type Executor } from "../kernel/store.js";
 export const MANIFEST_TYPE = "chainguard.platform.registry.v2.Manifest";
 
 /** A manifest as the import records it. */
-export type ManifestWrite = Omit<typeof manifests.$inferInsert, "repoUid" | "createTime">;
+type ManifestWrite = Omit<typeof manifests.$inferInsert, "repoUid" | "createTime">;
 
 export function createManifestStore(db: Executor) {
   return {

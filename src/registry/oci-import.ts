@@ -21,7 +21,7 @@ import { createRepoStore } from "./repos.store.js";
 import { createTagStore } from "./tags.store.js";
 import { isRecord } from "../kernel/records.js";
 
-export const MEDIA_TYPES = {
+const MEDIA_TYPES = {
   ociManifest: "application/vnd.oci.image.manifest.v1+json",
   ociIndex: "application/vnd.oci.image.index.v1+json",
   dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",
@@ -33,9 +33,9 @@ export const MEDIA_TYPES = {
 const IMAGE_MANIFEST_TYPES = new Set<string>([MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerManifest]);
 const INDEX_TYPES = new Set<string>([MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerList]);
 const IMAGE_CONFIG_TYPES = new Set<string>([MEDIA_TYPES.ociConfig, MEDIA_TYPES.dockerConfig]);
-export const REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name";
+const REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name";
 /** Rows per write transaction. */
-export const WRITE_BATCH = 500;
+const WRITE_BATCH = 500;
 /** Layer blobs hashed at once. */
 const VERIFY_CONCURRENCY = 2;
 /** Manifests and configs are read whole; anything larger is refused rather than read into memory. */
@@ -46,7 +46,7 @@ export class OciImportError extends Error {
   override name = "OciImportError";
 }
 
-export type ImportPhase = "scan" | "verify" | "write" | "tags" | "done";
+type ImportPhase = "scan" | "verify" | "write" | "tags" | "done";
 
 export interface ImportProgress {
   phase: ImportPhase;
@@ -64,7 +64,7 @@ export interface ImportProgress {
   tagsTotal: number;
 }
 
-export interface ImportOptions {
+interface ImportOptions {
   repoUid: string;
   /** The OCI image layout directory. */
   dir: string;
@@ -72,7 +72,7 @@ export interface ImportOptions {
   onProgress?: (p: Readonly<ImportProgress>) => void;
 }
 
-export interface ImportResult {
+interface ImportResult {
   repoUid: string;
   manifests: { total: number; images: number; indexes: number; inserted: number; updated: number; unchanged: number };
   tags: { total: number; created: number; updated: number; unchanged: number; names: string[] };

@@ -16,7 +16,7 @@ import { uidpPredicate } from "../kernel/uidp.js";
 // Every column but the readme.
 const { readme: _readme, ...repoColumns } = getTableColumns(repos);
 
-export interface RepoListFilter {
+interface RepoListFilter {
   /** The caller's visible scopes: only repos beneath one of them are listed and counted. */
   scopes: readonly string[];
   uidp: UIDPFilter | undefined;

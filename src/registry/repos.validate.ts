@@ -16,15 +16,15 @@ import { TAG_NAME_PATTERN } from "./tag-kind.js";
  */
 export const REPO_NAME_PATTERN = /^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$/;
 export const MAX_REPO_NAME_LENGTH = 255;
-export const MAX_DESCRIPTION_LENGTH = 4096;
+const MAX_DESCRIPTION_LENGTH = 4096;
 /** Entries of bundles, aliases and active_tags. */
-export const MAX_LIST_ENTRIES = 256;
-export const MAX_ENTRY_LENGTH = 256;
+const MAX_LIST_ENTRIES = 256;
+const MAX_ENTRY_LENGTH = 256;
 /** Encoded size of sync_config and of custom_overlay. */
-export const MAX_SYNC_CONFIG_BYTES = 16 * 1024;
-export const MAX_CUSTOM_OVERLAY_BYTES = 256 * 1024;
+const MAX_SYNC_CONFIG_BYTES = 16 * 1024;
+const MAX_CUSTOM_OVERLAY_BYTES = 256 * 1024;
 /** The readme (Markdown), in UTF-8 bytes. */
-export const MAX_README_BYTES = 1024 * 1024;
+const MAX_README_BYTES = 1024 * 1024;
 
 
 // eslint-disable-next-line no-control-regex
@@ -35,7 +35,7 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 type Only = readonly string[] | undefined;
 const checks = (only: Only, field: string) => only === undefined || only.some((p) => p === field || p.startsWith(field + "."));
 
-export function repoNameViolations(name: string, field = "name"): FieldViolation[] {
+function repoNameViolations(name: string, field = "name"): FieldViolation[] {
   if (name === "") return [{ field, description: "is required" }];
   if (name.length > MAX_REPO_NAME_LENGTH) return [{ field, description: `must be at most ${MAX_REPO_NAME_LENGTH} characters long` }];
   if (!REPO_NAME_PATTERN.test(name)) {
@@ -75,7 +75,7 @@ function tagEntry(v: string): string | undefined {
  * REQUIRED fields (google.api.field_behavior) left unset anywhere inside a message, descending into set
  * message fields, repeated messages (`users[0]`) and maps of messages (`x["key"]`).
  */
-export function requiredViolations(desc: DescMessage, message: Message, path: string): FieldViolation[] {
+function requiredViolations(desc: DescMessage, message: Message, path: string): FieldViolation[] {
   const out: FieldViolation[] = [];
   const r = reflect(desc, message, false);
   for (const field of desc.fields) {

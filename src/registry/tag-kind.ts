@@ -2,7 +2,7 @@
 import { TagKind } from "../db/schema/index.js";
 
 /** sha256:<64 lowercase hex>. */
-export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
+const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
 
 /** The OCI distribution spec's tag grammar: a letter, digit or _, then up to 127 letters, digits, _, . or -. */
 export const TAG_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;

@@ -8,10 +8,10 @@ import { isValidDigest, TAG_NAME_PATTERN } from "./tag-kind.js";
 import type { TagWrite } from "../db/schema/index.js";
 import type { TagListRow } from "./tags.store.js";
 
-export const MAX_TAG_BUNDLES = 64;
-export const MAX_BUNDLE_LENGTH = 256;
+const MAX_TAG_BUNDLES = 64;
+const MAX_BUNDLE_LENGTH = 256;
 
-export const DIGEST_DESCRIPTION = "must be sha256: followed by 64 lowercase hexadecimal characters";
+const DIGEST_DESCRIPTION = "must be sha256: followed by 64 lowercase hexadecimal characters";
 
 /** The row as the message, every field set (a plain message object: no schema walk per row of a page). */
 export function toTag(row: TagListRow): Tag {

@@ -19,7 +19,7 @@ import { AdvisoryEvent_FalsePositiveDetermination_Type as FalsePositiveType, Eve
 import { isRecord } from "../kernel/records.js";
 
 /** The event types of the format, as the EventTypeFilter values stored in advisory_events.type. */
-export const eventTypes: Readonly<Record<string, EventTypeFilter>> = {
+const eventTypes: Readonly<Record<string, EventTypeFilter>> = {
   detection: EventTypeFilter.DETECTION,
   "true-positive-determination": EventTypeFilter.TRUE_POSITIVE_DETERMINATION,
   fixed: EventTypeFilter.FIXED,
@@ -40,10 +40,10 @@ export const falsePositiveTypes: Readonly<Record<string, FalsePositiveType>> = {
   "inline-mitigations-exist": FalsePositiveType.INLINE_MITIGATIONS_EXIST,
 };
 
-export const SCAN_V1_KEYS = ["subpackageName", "componentID", "componentName", "componentVersion", "componentType", "componentLocation", "scanner"] as const;
-export const NVDAPI_KEYS = ["cpeSearched", "cpeFound"] as const;
+const SCAN_V1_KEYS = ["subpackageName", "componentID", "componentName", "componentVersion", "componentType", "componentLocation", "scanner"] as const;
+const NVDAPI_KEYS = ["cpeSearched", "cpeFound"] as const;
 
-export interface ParsedEvent {
+interface ParsedEvent {
   /** Position in the file's event list (from 0). */
   ordinal: number;
   time: Date;

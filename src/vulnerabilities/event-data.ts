@@ -7,7 +7,7 @@ import { isRecord } from "../kernel/records.js";
 
 type Data = Record<string, unknown>;
 
-export interface ScanV1 {
+interface ScanV1 {
   scanner: string;
   subpackageName: string;
   componentId: string;
@@ -29,7 +29,7 @@ export type Detection =
   | { kind: "other" };
 
 /** What an event says, by its type (advisory_events.type); undefined for a type read here has no form for. */
-export type EventData =
+type EventData =
   | { type: EventTypeFilter.DETECTION; detection: Detection }
   | { type: EventTypeFilter.FIXED; fixedVersion: string; note: string; scannerVersion: string; grypeDbBuilt: string; grypeDbChecksum: string }
   /** `falsePositiveType` as the file has it, kebab-case (document.ts falsePositiveTypes). */

@@ -27,14 +27,14 @@ import { AdvisoryDocumentError, parseAdvisoryDocument, type ParsedAdvisory, type
 
 const ADVISORY_FILE_SUFFIX = ".advisories.yaml";
 
-export interface Counts {
+interface Counts {
   added: number;
   changed: number;
   unchanged: number;
   removed: number;
 }
 
-export interface AdvisoryImportSummary {
+interface AdvisoryImportSummary {
   /** Files: added (a new package), changed, unchanged (same bytes as stored), skipped (see `skipped`). */
   files: { added: number; changed: number; unchanged: number; skipped: number };
   advisories: Counts;
@@ -44,7 +44,7 @@ export interface AdvisoryImportSummary {
   unknown: { eventTypes: { count: number; examples: string[] }; keys: { count: number; examples: string[] } };
 }
 
-export interface AdvisoryImportOptions {
+interface AdvisoryImportOptions {
   /** Files written at a time. Default 1 (PGlite runs one transaction at a time); the pool size on PostgreSQL. */
   concurrency?: number;
   onProgress?: (done: number, total: number) => void;

@@ -24,7 +24,7 @@ import type { ClaimedDelivery } from "./queue.js";
 /** The audience of delivery tokens. */
 export const WEBHOOK_AUDIENCE = "customer";
 /** How long a delivery token is valid: each attempt gets a new one. */
-export const WEBHOOK_TOKEN_TTL_SECONDS = 300;
+const WEBHOOK_TOKEN_TTL_SECONDS = 300;
 
 export interface DeliveryRequest {
   headers: Record<string, string>;
@@ -32,7 +32,7 @@ export interface DeliveryRequest {
 }
 
 /** The body: the actor and the stored event body (when the event has one), as JSON bytes. */
-export function deliveryBody(d: Pick<ClaimedDelivery, "actor" | "body">): Buffer {
+function deliveryBody(d: Pick<ClaimedDelivery, "actor" | "body">): Buffer {
   const actor = `{"actor":{"subject":${JSON.stringify(d.actor)}}`;
   return Buffer.from(d.body === null ? `${actor}}` : `${actor},"body":${d.body}}`);
 }
@@ -48,7 +48,7 @@ function extensionHeaders(d: Pick<ClaimedDelivery, "extensions" | "bodyType" | "
   return headers;
 }
 
-export function digestOf(body: Buffer): string {
+function digestOf(body: Buffer): string {
   return `sha256:${createHash("sha256").update(body).digest("hex")}`;
 }
 

@@ -62,7 +62,7 @@ const asDate = (v: unknown) => (v instanceof Date ? v : new Date(String(v)));
 /** A jsonb object of strings, as either driver returns it (parsed, or as text). */
 const extensionsOf = (v: unknown): Record<string, string> => (typeof v === "string" ? (JSON.parse(v) as Record<string, string>) : ((v ?? {}) as Record<string, string>));
 
-export interface ClaimRequest {
+interface ClaimRequest {
   /** Most deliveries one subscription may have in flight in this process. */
   perSubscription: number;
   /** Deliveries each busy subscription has in flight now. */

@@ -18,7 +18,7 @@ import type { DeliveryRequest } from "./cloudevent.js";
 /** The outcome of one attempt. */
 export type SendResult = { ok: true; status: number } | { ok: false; status: number | null; error: string };
 
-export interface SenderOptions {
+interface SenderOptions {
   policy: SinkPolicy;
   timeoutMs: number;
   /** Connections per subscription (and sink origin): at most the deliveries one subscription may have in flight. */

@@ -25,7 +25,7 @@ const LABEL = Buffer.from("apiserver.page-token\0");
 const MAC_LENGTH = 32;
 /** Longer tokens are rejected before any decoding. */
 export const MAX_PAGE_TOKEN_LENGTH = 8192;
-export const MIN_SECRET_LENGTH = 16;
+const MIN_SECRET_LENGTH = 16;
 
 const BLOCK = 64; // SHA-256's block size
 /** Each secret's HMAC key pads (RFC 2104), made once: a token's MAC is then two one-shot hashes. */
