@@ -49,7 +49,7 @@ import { applyQuery, insert, textToJson, type BoundFields } from "./query.js";
 import { createRouteTable } from "./router.js";
 import { parseTemplate, PathEncodingError, splitRequestPath } from "./template.js";
 
-export interface RestGatewayOptions {
+interface RestGatewayOptions {
   /**
    * The unary methods' implementations (kernel/invoke.ts unaryImplementationsOf): the same the server
    * serves, called behind the same `interceptors`, so every rule holds for REST too. REST responses emit
@@ -72,7 +72,7 @@ export interface RestGatewayOptions {
   requestTimeoutMs: number;
 }
 
-export interface RestRoute {
+interface RestRoute {
   method: DescMethod;
   verb: string;
   template: string;

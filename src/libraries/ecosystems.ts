@@ -11,11 +11,6 @@ export function ecosystemPrefix(e: Ecosystem): string {
   throw new Error(`no ecosystem ${e}`);
 }
 
-export function ecosystemOfUid(uid: string): Ecosystem | undefined {
-  const prefix = uid.slice(0, uid.indexOf("/"));
-  return prefix === "maven" ? Ecosystem.JAVA : prefix === "pypi" ? Ecosystem.PYTHON : undefined;
-}
-
 /** PEP 503: lowercase, runs of "-", "_" and "." become one "-". */
 export function normalizePythonName(name: string): string {
   return name.toLowerCase().replace(/[-_.]+/g, "-");

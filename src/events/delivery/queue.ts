@@ -187,5 +187,3 @@ export function createDeliveryQueue(db: Executor) {
     },
   };
 }
-
-export type DeliveryQueue = ReturnType<typeof createDeliveryQueue>;

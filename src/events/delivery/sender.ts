@@ -117,5 +117,3 @@ export function createSender(opts: SenderOptions) {
     },
   };
 }
-
-export type Sender = ReturnType<typeof createSender>;

@@ -23,15 +23,11 @@
 // The count rides in the page's own statement (a scalar subquery), so a first page is one round trip.
 export { canonicalJson, digestOf } from "./canonical.js";
 export {
-  MAX_ORDER_TERMS,
   defineListSpec,
   orderText,
   parseOrderBy,
-  type ListSpec,
-  type ListSpecInit,
-  type OrderTerm,
 } from "./order-by.js";
-export { MAX_PAGE_TOKEN_LENGTH, decodePageToken, encodePageToken, type PageTokenPayload } from "./page-token.js";
+export { decodePageToken, encodePageToken } from "./page-token.js";
 export {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
@@ -42,7 +38,6 @@ export {
   type ListPlanner,
   type ListPlan,
   type ListRequestFields,
-  type PageTokenMinter,
 } from "./plan.js";
 export {
   completePage,
@@ -55,11 +50,7 @@ export {
   pageFields,
   sortKeySelection,
   type AnyPgDatabase,
-  type KeyedRow,
-  type KeysetPageOptions,
   type ListPage,
-  type ListPageOptions,
-  type OrderColumn,
   type OrderColumns,
 } from "./keyset.js";
-export { boundValues, createPreparedList, type Param, type PreparedListOptions, type PreparedListQuery } from "./prepared.js";
+export { boundValues, createPreparedList, type Param, type PreparedListQuery } from "./prepared.js";

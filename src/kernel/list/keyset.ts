@@ -147,7 +147,7 @@ export async function completePage<Row>(
   return { rows: kept.map((k) => k.row), nextPageToken, totalCount: total, skipped: plan.skip };
 }
 
-export interface ListPageOptions<T extends PgTable> {
+interface ListPageOptions<T extends PgTable> {
   table: T;
   /** Filters and the caller's scope predicate, built by the store. */
   where?: SQL | undefined;
@@ -177,7 +177,7 @@ export function pageColumns(
 /** A row of a page's statement: the store's row, its keyset values and (when selected) the total. */
 type PageRowOf<Q> = Awaited<Q> extends readonly { row: infer Row }[] ? Row : never;
 
-export interface KeysetPageOptions {
+interface KeysetPageOptions {
   plan: ListPlan;
   /** The allow-list keys mapped to columns; must include uid. */
   orderColumns: OrderColumns;

@@ -14,7 +14,7 @@ export interface OrderTerm {
   desc: boolean;
 }
 
-export interface ListSpecInit {
+interface ListSpecInit {
   /**
    * Names the query in page tokens (for example "registry.v2.ListRepos"): a token issued by one list is never
    * accepted by another.
@@ -39,7 +39,7 @@ export interface ListSpec {
 }
 
 /** The most terms a client may give (the uid tie-breaker is added on top). */
-export const MAX_ORDER_TERMS = 3;
+const MAX_ORDER_TERMS = 3;
 
 const ALIASES: Readonly<Record<string, string>> = { created_at: "create_time", updated_at: "update_time" };
 

@@ -12,7 +12,7 @@
 import { hash, timingSafeEqual } from "node:crypto";
 import { invalidArgument } from "../errors/index.js";
 
-export interface PageTokenPayload {
+interface PageTokenPayload {
   query: string;
   scope: string;
   issuedAt: number;
@@ -24,7 +24,7 @@ const VERSION = 1;
 const LABEL = Buffer.from("apiserver.page-token\0");
 const MAC_LENGTH = 32;
 /** Longer tokens are rejected before any decoding. */
-export const MAX_PAGE_TOKEN_LENGTH = 8192;
+const MAX_PAGE_TOKEN_LENGTH = 8192;
 const MIN_SECRET_LENGTH = 16;
 
 const BLOCK = 64; // SHA-256's block size

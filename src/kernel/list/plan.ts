@@ -42,7 +42,7 @@ export interface ListContext {
 }
 
 /** Mints the next page's token from the keyset position of the last row returned. */
-export interface PageTokenMinter {
+interface PageTokenMinter {
   mint(keys: readonly (string | null)[], total: bigint): string;
 }
 

@@ -41,7 +41,7 @@ export interface PreparedListQuery {
   planEachCall?: boolean;
 }
 
-export interface PreparedListOptions<T extends PgTable> {
+interface PreparedListOptions<T extends PgTable> {
   /** Names the statements (for reading a server's statements; unique per store). */
   name: string;
   table: T;
