@@ -1,7 +1,6 @@
 // The environment, parsed and validated once at start-up. Nothing else reads process.env.
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import { parseSecretKey } from "./iam/secret-box.js";
 
 export interface Config {
   /** Port serving gRPC, gRPC-web, Connect and REST (HTTP/1.1 and HTTP/2; TLS too when configured). */
@@ -415,4 +414,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.acquireTimeoutMs, 1, 600_000),
     },
   };
+}
+
+/** The length of IDP_SECRET_KEY (an AES-256 key: iam/secret-box.ts). */
+export const SECRET_KEY_BYTES = 32;
+
+/** Parses IDP_SECRET_KEY: base64 (standard or url-safe) of exactly 32 bytes; the reason otherwise. */
+export function parseSecretKey(raw: string): Uint8Array | { refused: string } {
+  const text = raw.trim();
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) return { refused: "must be base64" };
+  const bytes = Buffer.from(text.replace(/-/g, "+").replace(/_/g, "/"), "base64");
+  if (bytes.length !== SECRET_KEY_BYTES) return { refused: `must be the base64 of ${SECRET_KEY_BYTES} bytes, got ${bytes.length}` };
+  return new Uint8Array(bytes);
 }

@@ -5,7 +5,7 @@
 import { and, asc, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
 import { identities, roleBindings, roles } from "../db/schema/index.js";
-import type { AssumableIdentity, IdentityDirectory } from "../kernel/auth/directory.js";
+import type { AssumableIdentity, IdentityDirectory } from "../kernel/auth/types.js";
 import { log } from "../kernel/log.js";
 import { ancestorsOf } from "../kernel/uidp.js";
 import { hotStatement } from "../kernel/prepared-rows.js";

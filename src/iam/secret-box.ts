@@ -7,9 +7,9 @@
 // the key's sha256) tells a value sealed under another key from a corrupted one. The associated data binds a
 // value to the row it belongs to (the provider's uid), so a sealed secret copied onto another row does not open.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { SECRET_KEY_BYTES as KEY_BYTES } from "../config.js";
 
 const VERSION = "v1";
-const KEY_BYTES = 32;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -59,13 +59,4 @@ export function createSecretBox(key: Uint8Array | undefined): SecretBox {
       return Buffer.concat([decipher.update(body.subarray(0, body.length - TAG_BYTES)), decipher.final()]).toString("utf8");
     },
   };
-}
-
-/** Parses IDP_SECRET_KEY: base64 (standard or url-safe) of exactly 32 bytes; the reason otherwise. */
-export function parseSecretKey(raw: string): Uint8Array | { refused: string } {
-  const text = raw.trim();
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) return { refused: "must be base64" };
-  const bytes = Buffer.from(text.replace(/-/g, "+").replace(/_/g, "/"), "base64");
-  if (bytes.length !== KEY_BYTES) return { refused: `must be the base64 of ${KEY_BYTES} bytes, got ${bytes.length}` };
-  return new Uint8Array(bytes);
 }

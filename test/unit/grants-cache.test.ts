@@ -1,6 +1,6 @@
 // The grants cache on its own: a fake subscription and loader, a fake clock.
 import { describe, expect, it, vi } from "vitest";
-import type { IdentityGrants } from "../../src/kernel/auth/access.js";
+import type { IdentityGrants } from "../../src/kernel/auth/types.js";
 import { GRANTS_CHANNEL, createGrantsCache, type Subscribe } from "../../src/kernel/auth/grants-cache.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 

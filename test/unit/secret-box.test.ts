@@ -1,7 +1,8 @@
 // The secret box: AES-256-GCM sealing of secrets kept at rest, bound to the row they belong to.
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createSecretBox, NoSecretKeyError, parseSecretKey } from "../../src/iam/secret-box.js";
+import { parseSecretKey } from "../../src/config.js";
+import { createSecretBox, NoSecretKeyError } from "../../src/iam/secret-box.js";
 
 const key = () => new Uint8Array(randomBytes(32));
 

@@ -2,7 +2,8 @@
 // restriction travels in a token.
 import { describe, expect, it } from "vitest";
 import { Capability as C } from "../../gen/capabilities/capabilities_pb.js";
-import { createAccess, type Binding } from "../../src/kernel/auth/access.js";
+import { createAccess } from "../../src/kernel/auth/access.js";
+import type { Binding } from "../../src/kernel/auth/types.js";
 import { capabilityByName, restrictionClaims, restrictionOfClaims, type TokenRestriction } from "../../src/kernel/auth/restriction.js";
 import type { Principal } from "../../src/kernel/auth/principal.js";
 

@@ -1,7 +1,6 @@
 // The whole database schema, one file per domain. drizzle-kit reads this to generate migrations.
 export * from "./server.js";
 export * from "./iam.js";
-export * from "./sso.js";
 export * from "./registry.js";
 export * from "./outbox.js";
 export * from "./events.js";

@@ -16,26 +16,10 @@ import { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { failedPrecondition, permissionDenied } from "../errors/index.js";
 import { isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
-import type { Authenticated, Candidates } from "./authenticator.js";
+import type { Authenticated, Binding, Candidates } from "./types.js";
 import { isUnrestricted, restrictGrants, type RestrictableGrant } from "./restriction.js";
 
 /** One role binding of the caller: the group it is on and the capabilities of its role. */
-export interface Binding {
-  groupUid: string;
-  capabilities: readonly number[];
-}
-
-export interface IdentityGrants {
-  /** The identity's home group (parent), or undefined for a root-level identity. */
-  homeGroup: string | undefined;
-  bindings: Binding[];
-  /**
-   * True while the identity is deactivated (an identity provider deprovisioned it over SCIM): it holds no
-   * bindings, and the authenticator refuses its tokens.
-   */
-  inactive?: boolean;
-}
-
 interface Grant {
   /** Where the grant applies: the bound group, narrowed to the identity's home group. */
   scope: string;

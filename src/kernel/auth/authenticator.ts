@@ -7,8 +7,7 @@ import { unauthenticated } from "../errors/index.js";
 import { log } from "../log.js";
 import type { KeyStore } from "./keys.js";
 import type { Principal } from "./principal.js";
-import type { Binding, IdentityGrants } from "./access.js";
-import type { IdentityDirectory } from "./directory.js";
+import type { Authenticated, Candidates, IdentityDirectory, IdentityGrants } from "./types.js";
 import { restrictionOfClaims } from "./restriction.js";
 import { verifyOwnToken } from "./tokens.js";
 
@@ -25,19 +24,6 @@ export interface ExternalVerifier {
    */
   verify(token: string, issuer: string, within?: string): Promise<Array<{ identityUid: string; issuer: string; subject: string }>>;
 }
-
-/** The caller and its role bindings (read for this request, or remembered: see grants-cache.ts). */
-export interface Authenticated {
-  principal: Principal;
-  bindings: Binding[];
-}
-
-/**
- * The identities a token acts as, best first (never none). For an external token, at most
- * MAX_CANDIDATE_IDENTITIES of those its issuer and subject match, and `within`: the ones that can act on a
- * given uid, verified on demand (however many other identities match: see createCandidateAccess).
- */
-export type Candidates = Authenticated[] & { within?: (uid: string) => Promise<Authenticated[]> };
 
 export interface Authenticator {
   /**

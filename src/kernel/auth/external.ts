@@ -48,7 +48,7 @@ import { log } from "../log.js";
 import { checkFetchUrl } from "../outbound.js";
 import { MAX_TOKEN_BYTES, type ExternalVerifier } from "./authenticator.js";
 import { audiencesOf, claimMatchSpecOf, claimMismatch, isExactIssuerAndSubject, issuerAccepted, type ClaimMatchSpec } from "./claim-match.js";
-import type { AssumableIdentity, IdentityDirectory } from "./directory.js";
+import type { AssumableIdentity, IdentityDirectory } from "./types.js";
 import type { KeyStore } from "./keys.js";
 
 /**

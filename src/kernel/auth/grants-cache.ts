@@ -13,7 +13,7 @@
 //     cannot put the old grants back.
 // Without a subscription (listening failed), nothing is remembered: every request reads its grants.
 import { log } from "../log.js";
-import type { IdentityGrants } from "./access.js";
+import type { IdentityGrants } from "./types.js";
 
 /** The channel the grant triggers notify. */
 export const GRANTS_CHANNEL = "apiserver_grants";

@@ -1,6 +1,6 @@
 export * from "./principal.js";
 export * from "./access.js";
-export * from "./directory.js";
+export * from "./types.js";
 export * from "./scope-sql.js";
 export * from "./keys.js";
 export * from "./tokens.js";

@@ -1,8 +1,9 @@
-// What the auth kernel needs to know of identities and their grants, as an interface the IAM domain
-// implements (src/iam/directory.ts). The kernel never reads IAM's tables: it asks the directory, so how
-// identities, roles and bindings are stored stays IAM's business.
+// The types the auth kernel's files share, in one file they all import (none of them imports another for a
+// type). Among them what the auth kernel needs to know of identities and their grants, as an interface the
+// IAM domain implements (src/iam/directory.ts). The kernel never reads IAM's tables: it asks the directory,
+// so how identities, roles and bindings are stored stays IAM's business.
 import type { Identity } from "../../../gen/chainguard/platform/iam/v2/identities_pb.js";
-import type { IdentityGrants } from "./access.js";
+import type { Principal } from "./principal.js";
 
 /** An identity as token verification sees it: its uid and how tokens assume it. */
 export interface AssumableIdentity {
@@ -39,3 +40,32 @@ export interface IdentityDirectory {
   /** Records that the identity authenticated now, unless that was already recorded within `withinSeconds`. */
   markSeen(identityUid: string, withinSeconds: number): Promise<void>;
 }
+
+export interface Binding {
+  groupUid: string;
+  capabilities: readonly number[];
+}
+
+export interface IdentityGrants {
+  /** The identity's home group (parent), or undefined for a root-level identity. */
+  homeGroup: string | undefined;
+  bindings: Binding[];
+  /**
+   * True while the identity is deactivated (an identity provider deprovisioned it over SCIM): it holds no
+   * bindings, and the authenticator refuses its tokens.
+   */
+  inactive?: boolean;
+}
+
+/** The caller and its role bindings (read for this request, or remembered: see grants-cache.ts). */
+export interface Authenticated {
+  principal: Principal;
+  bindings: Binding[];
+}
+
+/**
+ * The identities a token acts as, best first (never none). For an external token, at most
+ * MAX_CANDIDATE_IDENTITIES of those its issuer and subject match, and `within`: the ones that can act on a
+ * given uid, verified on demand (however many other identities match: see createCandidateAccess).
+ */
+export type Candidates = Authenticated[] & { within?: (uid: string) => Promise<Authenticated[]> };
