@@ -30,7 +30,7 @@ import { RepoSchema } from "../../gen/chainguard/platform/registry/v2/repos_pb.j
 import { listScopesOf, requireRuleAnywhere } from "../kernel/auth/index.js";
 import { notFound } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
 import { toDocuments, toResolvedVulnsReports, toVulnerabilityMetadata } from "./security-advisory.mapper.js";
 import { createSecurityAdvisoryStore } from "./security-advisory.store.js";
 import { documentFilterOf, MAX_DOCUMENT_ADVISORIES, metadataIdsOf, reportRequestOf, tooBroad } from "./security-advisory.validate.js";
@@ -42,7 +42,7 @@ const metadataList = defineListSpec({
   defaultOrder: "id",
 });
 
-export function securityAdvisoryBindings(deps: DomainDeps): ServiceBinding[] {
+export function securityAdvisoryBindings(deps: StoreDeps): ServiceBinding[] {
   // Global data, read outside any unit of work: one store over the pool.
   const store = createSecurityAdvisoryStore(deps.db);
 

@@ -23,7 +23,8 @@ import { listScopesOf } from "../kernel/auth/index.js";
 import { throwIfAny } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { EventsDeps } from "./deps.js";
 import { normalizeSink, sinkViolations } from "./sinks.js";
 import { toSubscription } from "./subscriptions.mapper.js";
 import { createSubscriptionStore } from "./subscriptions.store.js";
@@ -35,7 +36,7 @@ export const subscriptionList = defineListSpec({
   defaultOrder: "create_time",
 });
 
-export function subscriptionsBindings(deps: DomainDeps): ServiceBinding[] {
+export function subscriptionsBindings(deps: EventsDeps): ServiceBinding[] {
   const subscriptions = storeFactory(deps.db, createSubscriptionStore);
 
   const impl: ServiceImpl<typeof SubscriptionsService> = {

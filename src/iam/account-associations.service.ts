@@ -38,7 +38,8 @@ import { invalidArgument, throwIfAny, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { defineUpdate, updateUnderLock } from "../kernel/update.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { accountAssociationFields, toAccountAssociation, writableAccountAssociation } from "./account-associations.mapper.js";
 import { createAccountAssociationStore } from "./account-associations.store.js";
 import {
@@ -98,7 +99,7 @@ export function checkAssociation(a: AccountAssociation, providerType: AccountPro
   });
 }
 
-export function accountAssociationsBindings(deps: DomainDeps): ServiceBinding[] {
+export function accountAssociationsBindings(deps: IamDeps): ServiceBinding[] {
   const associations = storeFactory(deps.db, createAccountAssociationStore);
 
   const impl: ServiceImpl<typeof AccountAssociationsService> = {

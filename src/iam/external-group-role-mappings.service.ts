@@ -36,7 +36,8 @@ import { type FieldViolation, invalidArgument, throwIfAny } from "../kernel/erro
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { isValidUid, parentOf } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { toExternalGroupRoleMapping } from "./external-group-role-mappings.mapper.js";
 import { createExternalGroupRoleMappingStore } from "./external-group-role-mappings.store.js";
 import { organizationOf, roleViolations } from "./role-bindings.rules.js";
@@ -78,7 +79,7 @@ export function batchNameViolations(names: readonly string[], provider: string):
   });
 }
 
-export function externalGroupRoleMappingsBindings(deps: DomainDeps): ServiceBinding[] {
+export function externalGroupRoleMappingsBindings(deps: IamDeps): ServiceBinding[] {
   const mappings = storeFactory(deps.db, createExternalGroupRoleMappingStore);
   const roles = storeFactory(deps.db, createRoleStore);
 

@@ -35,7 +35,8 @@ import { failedPrecondition, invalidArgument, notFound, permissionDenied, resour
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { isRootUid, isValidUid } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { toGroupAccessRequest } from "./group-access.mapper.js";
 import { createGroupAccessStore } from "./group-access.store.js";
 
@@ -58,7 +59,7 @@ function humanDuration(ms: number): string {
 }
 
 /** The two GroupsService methods, for groups.service.ts to spread into its implementation. */
-export function groupAccessMethods(deps: DomainDeps): {
+export function groupAccessMethods(deps: IamDeps): {
   requestGroupAccess(req: RequestGroupAccessRequest, ctx: HandlerContext): Promise<RequestGroupAccessResponse>;
   checkEligibility(req: CheckEligibilityRequest, ctx: HandlerContext): CheckEligibilityResponse;
 } {
@@ -102,7 +103,7 @@ export function groupAccessMethods(deps: DomainDeps): {
 }
 
 /** The owners' view of the pending requests (apiserver.iam.v1, scoped: CAP_IAM_ROLE_BINDINGS_CREATE on the group). */
-export function groupAccessRequestsBindings(deps: DomainDeps): ServiceBinding[] {
+export function groupAccessRequestsBindings(deps: IamDeps): ServiceBinding[] {
   const requests = storeFactory(deps.db, createGroupAccessStore);
   const impl: ServiceImpl<typeof GroupAccessRequestsService> = {
     async listGroupAccessRequests(req, ctx) {

@@ -32,7 +32,8 @@ import { invalidArgument, throwIfAny, type FieldViolation } from "../kernel/erro
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { newChildUid } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { inviteCodeHash, KEY_ID_PATTERN, newInviteCode } from "./group-invite-code.js";
 import { toGroupInvite } from "./group-invites.mapper.js";
 import { createGroupInviteStore } from "./group-invites.store.js";
@@ -70,7 +71,7 @@ function emailViolations(email: string): FieldViolation[] {
   return [];
 }
 
-export function groupInvitesBindings(deps: DomainDeps): ServiceBinding[] {
+export function groupInvitesBindings(deps: IamDeps): ServiceBinding[] {
   const invites = storeFactory(deps.db, createGroupInviteStore);
   const roles = storeFactory(deps.db, createRoleStore);
 

@@ -15,7 +15,8 @@ import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { defineUpdate, updateUnderLock } from "../kernel/update.js";
 import { isValidUid } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { groupAccessMethods } from "./group-access.service.js";
 import { groupFields, toGroup } from "./groups.mapper.js";
 import { createGroupStore } from "./groups.store.js";
@@ -30,7 +31,7 @@ export const groupList = defineListSpec({
 
 const groupUpdate = defineUpdate({ schema: GroupSchema, field: "group", toMessage: toGroup, toFields: groupFields, check: groupViolations });
 
-export function groupsBindings(deps: DomainDeps): ServiceBinding[] {
+export function groupsBindings(deps: IamDeps): ServiceBinding[] {
   const groups = storeFactory(deps.db, createGroupStore);
 
   const impl: ServiceImpl<typeof GroupsService> = {

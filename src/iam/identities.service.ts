@@ -17,7 +17,8 @@ import { type FieldViolation, invalidArgument, throwIfAny, under } from "../kern
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { defineUpdate, updateUnderLock } from "../kernel/update.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { identityFields, identityMetadataFields, toIdentity, toIdentityMetadata } from "./identities.mapper.js";
 import { createIdentityStore } from "./identities.store.js";
 import { personUidOf } from "./person-uid.js";
@@ -45,7 +46,7 @@ function requiredText(field: string, value: string): FieldViolation[] {
   return [];
 }
 
-export function identitiesBindings(deps: DomainDeps): ServiceBinding[] {
+export function identitiesBindings(deps: IamDeps): ServiceBinding[] {
   const identities = storeFactory(deps.db, createIdentityStore);
 
   const impl: ServiceImpl<typeof IdentitiesService> = {

@@ -70,7 +70,8 @@ import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { updateUnderLock } from "../kernel/update.js";
 import { newChildUid, parentOf } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import {
   credentialStateOf,
   hasLiveToken,
@@ -158,7 +159,7 @@ function checkEtag(row: IdentityProviderRow, etag: string): void {
   }
 }
 
-export function identityProvidersBindings(deps: DomainDeps): ServiceBinding[] {
+export function identityProvidersBindings(deps: IamDeps): ServiceBinding[] {
   const providers = storeFactory(deps.db, createIdentityProviderStore);
   const roles = storeFactory(deps.db, createRoleStore);
   const toMessage = (row: IdentityProviderRow) => toIdentityProvider(row, deps.issuerUrl);

@@ -33,7 +33,8 @@ import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { updateUnderLock } from "../kernel/update.js";
 import { isValidUid, parentOf } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { createGroupStore } from "./groups.store.js";
 import { toRoleBinding } from "./role-bindings.mapper.js";
 import { missingRoleViolations, repeatViolations, targetViolations, unbindableIdentity, type BindingTarget } from "./role-bindings.rules.js";
@@ -55,7 +56,7 @@ function requireListFilterUid(value: string, field: string): void {
   if (value !== "" && !isValidUid(value)) throw invalidArgument({ field, description: "is not a valid uid" });
 }
 
-export function roleBindingsBindings(deps: DomainDeps): ServiceBinding[] {
+export function roleBindingsBindings(deps: IamDeps): ServiceBinding[] {
   const bindings = storeFactory(deps.db, createRoleBindingStore);
   const roles = storeFactory(deps.db, createRoleStore);
   const groups = storeFactory(deps.db, createGroupStore);

@@ -18,7 +18,8 @@ import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { updateUnderLock } from "../kernel/update.js";
 import { isRootUid, isValidUid, parentOf } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { toRole } from "./roles.mapper.js";
 import { capabilityViolations, normalizeCapabilities, requireNoEscalation } from "./roles.rules.js";
 import { createRoleStore } from "./roles.store.js";
@@ -48,7 +49,7 @@ function roleViolations(role: Pick<Role, "name" | "capabilities">, checkCapabili
   return out;
 }
 
-export function rolesBindings(deps: DomainDeps): ServiceBinding[] {
+export function rolesBindings(deps: IamDeps): ServiceBinding[] {
   const roles = storeFactory(deps.db, createRoleStore);
 
   const impl: ServiceImpl<typeof RolesService> = {

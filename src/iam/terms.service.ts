@@ -18,7 +18,8 @@ import { accessOf } from "../kernel/auth/index.js";
 import { notFound, throwIfAny, type FieldViolation } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { IamDeps } from "./deps.js";
 import { toTermsAcceptance } from "./terms.mapper.js";
 import { createTermsStore } from "./terms.store.js";
 
@@ -32,7 +33,7 @@ export const termsAcceptanceList = defineListSpec({
 /** The most document ids one AcceptTerms may name. */
 const MAX_DOCUMENT_IDS = 100;
 
-export function termsBindings(deps: DomainDeps): ServiceBinding[] {
+export function termsBindings(deps: IamDeps): ServiceBinding[] {
   const terms = storeFactory(deps.db, createTermsStore);
   const known = new Map(deps.terms.documents.map((d) => [d.id, d]));
   const knownList = deps.terms.documents.map((d) => d.id).join(", ");

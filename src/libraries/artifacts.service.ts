@@ -23,7 +23,7 @@ import {
 import { requireRuleAnywhere } from "../kernel/auth/index.js";
 import { invalidArgument, notFound } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
 import { toArtifact, toArtifactVersion } from "./artifacts.mapper.js";
 import { createArtifactStore } from "./artifacts.store.js";
 import { ecosystems as known } from "./ecosystems.js";
@@ -50,7 +50,7 @@ function checkEcosystems(list: readonly Ecosystem[]): Ecosystem[] {
   return [...new Set(list)];
 }
 
-export function artifactsBindings(deps: DomainDeps): ServiceBinding[] {
+export function artifactsBindings(deps: StoreDeps): ServiceBinding[] {
   // Global data, read outside any unit of work: one store over the pool.
   const artifacts = createArtifactStore(deps.db);
 

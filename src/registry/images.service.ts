@@ -20,7 +20,7 @@ import { ArchitecturesSchema, ImagesService, SizeSchema } from "../../gen/chaing
 import { failedPrecondition, invalidArgument, notFound, throwIfAny } from "../kernel/errors/index.js";
 import type { ManifestRow } from "../db/schema/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
 import { ARCHITECTURE_PATTERN, architectureName, architecturesOf, platformEntries, selectPlatform, type PlatformEntry } from "./images.mapper.js";
 import { createManifestStore, MANIFEST_TYPE } from "./images.store.js";
 import { digestViolations } from "./tags.mapper.js";
@@ -55,7 +55,7 @@ function choose(m: ManifestRow, entries: readonly PlatformEntry[], requested: st
   return selected[0];
 }
 
-export function imagesBindings(deps: DomainDeps): ServiceBinding[] {
+export function imagesBindings(deps: StoreDeps): ServiceBinding[] {
   const manifests = storeFactory(deps.db, createManifestStore);
 
   const impl: ServiceImpl<typeof ImagesService> = {

@@ -21,7 +21,7 @@ import { throwIfAny, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
 import { defineUpdate, updateUnderLock } from "../kernel/update.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
 import { repoFields, toRepo, toRepoReadme, writableRepo } from "./repos.mapper.js";
 import { createRepoStore } from "./repos.store.js";
 import { readmeViolations, repoViolations } from "./repos.validate.js";
@@ -35,7 +35,7 @@ export const repoList = defineListSpec({
 
 const repoUpdate = defineUpdate({ schema: RepoSchema, field: "repo", toMessage: toRepo, toFields: repoFields, check: repoViolations });
 
-export function reposBindings(deps: DomainDeps): ServiceBinding[] {
+export function reposBindings(deps: StoreDeps): ServiceBinding[] {
   const repos = storeFactory(deps.db, createRepoStore);
 
   const impl: ServiceImpl<typeof ReposService> = {

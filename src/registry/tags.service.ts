@@ -19,7 +19,7 @@ import { listScopesOf } from "../kernel/auth/index.js";
 import { throwIfAny, type FieldViolation, under } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { storeFactory } from "../kernel/unit-of-work.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
 import { digestViolations, instantText, tagViolations, tagWrite, toTag } from "./tags.mapper.js";
 import { createTagStore, type TagListFilter } from "./tags.store.js";
 
@@ -52,7 +52,7 @@ export function listFilterOf(req: ListTagsRequest): Omit<TagListFilter, "scopes"
   return { uidp: req.uidp, name: req.name, digest: req.digest, updatedSince, kinds: kindsOf(req) };
 }
 
-export function tagsBindings(deps: DomainDeps): ServiceBinding[] {
+export function tagsBindings(deps: StoreDeps): ServiceBinding[] {
   const tags = storeFactory(deps.db, createTagStore);
 
   const impl: ServiceImpl<typeof TagsService> = {

@@ -10,33 +10,17 @@ import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { allFiles, registry, servedMethods, servedServices } from "../kernel/descriptors.js";
 import { createErrorBoundary } from "../kernel/errors/index.js";
-import { createListPlanner } from "../kernel/list/index.js";
 import { createUnitOfWork } from "../kernel/unit-of-work.js";
-import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type IdentityDirectory, type KeyStore } from "../kernel/auth/index.js";
-import { createGrantsCache, type GrantsCache } from "../kernel/auth/grants-cache.js";
-import { canAssume, createExternalVerifier } from "../kernel/auth/external.js";
+import { createAuthenticator, createAuthInterceptor, type ExternalVerifier, type KeyStore } from "../kernel/auth/index.js";
+import type { GrantsCache } from "../kernel/auth/grants-cache.js";
+import { bindPartial, type HttpRoute, type KernelHooks, type ServiceBinding } from "../kernel/module.js";
 import { createOidcRoutes } from "./oidc-routes.js";
 import { createDocsRoutes } from "./docs-routes.js";
-import { createScimRoutes } from "../iam/scim.routes.js";
 import { log } from "../kernel/log.js";
-import type { RateLimits } from "../kernel/rate-limit.js";
-import { DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS, DEFAULT_LIMITS, DEFAULT_TERMS, type TermsSettings } from "../config.js";
+import { DEFAULT_LIMITS, DEFAULT_TERMS, type TermsSettings } from "../config.js";
 import { createTermsGate } from "../kernel/terms-gate.js";
-import { createTermsStore } from "../iam/terms.store.js";
 import type { Database } from "../db/client.js";
 import { createRestGateway } from "../gateway/index.js";
-import { pingBindings } from "../ping/ping.service.js";
-import { bindPartial, type DomainDeps, type ServiceBinding } from "./bindings.js";
-import { grantServiceNames, iamBindings } from "../iam/index.js";
-import { createProviderLogin } from "../iam/sso-login.js";
-import { stsBindings } from "../sts/index.js";
-import { registryBindings } from "../registry/index.js";
-import { librariesBindings } from "../libraries/index.js";
-import { advisoryBindings } from "../advisory/index.js";
-import { vulnerabilitiesBindings } from "../vulnerabilities/index.js";
-import { eventsBindings } from "../events/index.js";
-import { sinkPolicyFor, type SinkPolicy } from "../events/sinks.js";
-import { createSecretBox } from "../iam/secret-box.js";
 import { createHealth, ServingStatus } from "./health.js";
 import { watchDatabase } from "./database-health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
@@ -56,41 +40,26 @@ import { unaryImplementationsOf } from "../kernel/invoke.js";
 const DATABASE_PROBE_INTERVAL_MS = 1_000;
 const DATABASE_PROBE_TIMEOUT_MS = 1_000;
 
+/** What the server is built from: the kernel's services and what the domain modules give it (src/compose.ts). */
 export interface AppDeps {
   database: Database;
   serviceDomain: string;
-  /** Signs list page tokens; shared by every replica through the database (see db/secrets.ts). */
-  pageTokenSecret: Uint8Array;
   /** This server's OIDC issuer URL (the `iss` and audience of the tokens it mints). */
   issuerUrl: string;
   /** Signing keys shared by every replica through the database. */
   keys: KeyStore;
-  /** Identities and their grants, as authentication reads them (the IAM domain's: iam/directory.ts). */
-  directory: IdentityDirectory;
-  /**
-   * Verifies tokens of external OIDC issuers against identities' claimMatch. Default: the OIDC verifier
-   * (kernel/auth/external.ts) with plain-http loopback issuers refused.
-   */
-  external?: ExternalVerifier;
-  /** Budgets of repeated failures per caller (kernel/rate-limit.ts). Default DEFAULT_RATE_LIMITS. */
-  rateLimits?: Partial<RateLimits>;
-  /** Which event sinks subscriptions may name. Default: the production policy (https, public addresses only). */
-  sinks?: SinkPolicy;
-  /**
-   * The key that encrypts identity providers' OIDC client secrets (iam/secret-box.ts). Default none: no
-   * client secret can be stored.
-   */
-  idpSecretKey?: Uint8Array | undefined;
-  /** Whether identity providers may name a loopback issuer over plain http (development). Default false. */
-  allowInsecureLoopbackIssuers?: boolean;
-  /** Lifetime of a refresh token of the token exchange. Default 30 days. */
-  refreshTokenTtlSeconds?: number;
+  /** Identities and their grants, as authentication reads them, and the rest the kernel needs of the domains. */
+  hooks: KernelHooks;
+  /** Verifies tokens of external OIDC issuers against identities' claimMatch. */
+  external: ExternalVerifier;
+  /** The grants remembered per identity (forgotten after every write that may change them). */
+  grants: GrantsCache;
+  /** The implementations of the services, from the modules (and the tests' overrides); the last of a service wins. */
+  bindings: readonly ServiceBinding[];
+  /** Paths the modules serve beside the API, asked in turn before the REST gateway. */
+  routes: readonly HttpRoute[];
   /** The documents organizations accept, and the methods that need them (config.ts). Default DEFAULT_TERMS. */
   terms?: TermsSettings;
-  /** How long a repeated request for access to one group is refused. Default one hour. */
-  groupAccessRequestWindowMs?: number;
-  /** Implementations replacing or completing the domain ones (tests use this to inject behaviour). */
-  overrides?: readonly ServiceBinding[];
   /** What one request may use; each limit left out takes its default (defaultRequestLimits). */
   limits?: Partial<RequestLimits>;
   /** Browser origins allowed to call the API (CORS, server/cors.ts). Default none: no CORS header at all. */
@@ -123,50 +92,22 @@ export const defaultRequestLimits: RequestLimits = {
 
 export interface App {
   handler: RequestHandler;
-  /** This server's metrics (its own registry): the metrics listener serves them; main adds the event worker. */
+  /** This server's metrics (its own registry): the metrics listener serves them; the workers add theirs. */
   metrics: Metrics;
   /** Marks the service NOT_SERVING for health checks (first step of a graceful stop). */
   drain(): void;
-  /** Stops what the app runs besides requests (the grants subscription); the database stays open. */
+  /** Stops what the app runs besides requests (the database probe); the database stays open. */
   close(): Promise<void>;
 }
 
 /**
- * What the domains built so far implement. Domains add their bindings here; the authorization matrix and
- * the outbox tests read this list to find the services they must cover.
+ * The binding of every API service, so every route of the contract exists: a module's implementation, an
+ * override, or (a service no module implements) none, whose methods answer UNIMPLEMENTED with ErrorInfo on
+ * every protocol.
  */
-export function domainBindings(domain: DomainDeps): ServiceBinding[] {
-  return [...pingBindings, ...iamBindings(domain), ...stsBindings(domain), ...registryBindings(domain), ...eventsBindings(domain), ...librariesBindings(domain), ...vulnerabilitiesBindings(domain), ...advisoryBindings(domain)];
-}
-
-/**
- * The binding of every API service, so every route of the contract exists: a domain's implementation, an
- * override, or (a service no domain builds yet) none, whose methods answer UNIMPLEMENTED with ErrorInfo on
- * every protocol. Domains add their bindings here.
- */
-function serviceBindings(deps: AppDeps, external: ExternalVerifier, grants: GrantsCache): ServiceBinding[] {
-  const grantsChanged = grants.clear;
-  const domain: DomainDeps = {
-    db: deps.database.db,
-    lists: createListPlanner({ secret: deps.pageTokenSecret }),
-    issuerUrl: deps.issuerUrl,
-    keys: deps.keys,
-    external,
-    grants: grants.get,
-    // Logins through identity providers verify ID tokens with the same verifier (its discovery and key caches).
-    providerLogin: canAssume(external) ? createProviderLogin({ db: deps.database.db, verifier: external, grantsChanged }) : undefined,
-    rateLimits: deps.rateLimits,
-    sinks: deps.sinks ?? sinkPolicyFor("production"),
-    secretBox: createSecretBox(deps.idpSecretKey),
-    allowInsecureLoopbackIssuers: deps.allowInsecureLoopbackIssuers ?? false,
-    refreshTokenTtlSeconds: deps.refreshTokenTtlSeconds,
-    terms: deps.terms ?? DEFAULT_TERMS,
-    groupAccessRequestWindowMs: deps.groupAccessRequestWindowMs ?? DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS,
-  };
+function serviceBindings(bindings: readonly ServiceBinding[]): ServiceBinding[] {
   const bound = new Map<string, ServiceBinding>();
-  for (const b of [...domainBindings(domain), ...(deps.overrides ?? [])]) {
-    bound.set(b.service.typeName, b);
-  }
+  for (const b of bindings) bound.set(b.service.typeName, b);
   return servedServices.map((service) => bound.get(service.typeName) ?? bindPartial(service, {}));
 }
 
@@ -186,23 +127,19 @@ function registerServices(router: ConnectRouter, bindings: readonly ServiceBindi
 
 export function createApp(deps: AppDeps): App {
   const limits: RequestLimits = { ...defaultRequestLimits, ...deps.limits };
-  const external =
-    deps.external ??
-    createExternalVerifier({ directory: deps.directory, allowInsecureLoopback: false, self: { issuer: deps.issuerUrl, keys: deps.keys } });
-  const grants = createGrantsCache({ load: (uid) => deps.directory.grants(uid), subscribe: deps.database.listen });
+  const { directory } = deps.hooks;
   const authenticator = createAuthenticator({
-    directory: deps.directory,
+    directory,
     keys: deps.keys,
     issuer: deps.issuerUrl,
     audience: deps.issuerUrl,
-    external,
-    grants: grants.get,
+    external: deps.external,
+    grants: deps.grants.get,
   });
-  const termsStore = createTermsStore(deps.database.db);
   const termsGate = createTermsGate({
     ...(deps.terms ?? DEFAULT_TERMS),
     methods: servedMethods,
-    accepted: (uid) => termsStore.acceptedFor(uid),
+    accepted: deps.hooks.termsAccepted,
   });
   const interceptors: Interceptor[] = [
     createErrorBoundary(deps.serviceDomain),
@@ -210,8 +147,8 @@ export function createApp(deps: AppDeps): App {
     createAuthInterceptor({
       authenticator,
       openServices: [HealthService.typeName, ...reflectionServiceNames],
-      grantServices: grantServiceNames,
-      grantsChanged: grants.clear,
+      grantServices: deps.hooks.grantServices,
+      grantsChanged: deps.grants.clear,
     }),
     // After authorization (a caller who may not call learns nothing of the terms), before the unit of work.
     ...(termsGate ? [termsGate] : []),
@@ -225,7 +162,7 @@ export function createApp(deps: AppDeps): App {
     readMaxBytes: limits.maxRequestBytes,
     jsonOptions: { registry },
   });
-  const bindings = serviceBindings(deps, external, grants);
+  const bindings = serviceBindings(deps.bindings);
   registerServices(router, bindings);
 
   const health = createHealth();
@@ -281,9 +218,6 @@ export function createApp(deps: AppDeps): App {
   // The API reference: /openapi.json generated from the descriptors of what this server serves, and /docs.
   const docs = createDocsRoutes({ methods: servedMethods, serviceDomain: deps.serviceDomain });
 
-  // SCIM 2.0 (identity providers provisioning their users): its own paths and shapes, outside the contract.
-  const scim = createScimRoutes({ db: deps.database.db, issuerUrl: deps.issuerUrl, maxBodyBytes: limits.maxRequestBytes, grantsChanged: grants.clear });
-
   const metrics = createMetrics();
   metrics.observeDatabase(deps.database.stats);
   const observer = createObserver(metrics);
@@ -323,9 +257,10 @@ export function createApp(deps: AppDeps): App {
       void docs.handle(req, res, path);
       return;
     }
-    if (scim.handles(path)) {
-      const record = observer.begin(req, res, "rest", "http", "scim");
-      void scim.handle(req, res, path, url.slice(path.length + 1), record);
+    const route = deps.routes.find((r) => r.handles(path));
+    if (route) {
+      const record = observer.begin(req, res, "rest", "http", route.name);
+      void route.handle(req, res, path, url.slice(path.length + 1), record);
       return;
     }
     if (path === "/healthz" && (req.method === "GET" || req.method === "HEAD")) {
@@ -349,7 +284,6 @@ export function createApp(deps: AppDeps): App {
     drain: () => health.shutdown(),
     async close() {
       database.close();
-      await grants.close();
     },
   };
 }

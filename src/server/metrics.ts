@@ -9,8 +9,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Code } from "@connectrpc/connect";
 import type { DatabaseStats } from "../db/client.js";
-import type { DeliveryWorker } from "../events/delivery/worker.js";
-import { log } from "../kernel/log.js";
+import { setCounter } from "../kernel/metrics.js";
+import type { RunningWorker } from "../kernel/module.js";
 import type { Protocol } from "../kernel/request.js";
 
 /** The gRPC code names (the canonical ones, as google.rpc.Code spells them), by number. */
@@ -50,7 +50,7 @@ export interface Metrics {
   /** Reads the database's pool and error counts at each scrape. */
   observeDatabase(stats: () => DatabaseStats): void;
   /** Reads the delivery worker's counts and backlog at each scrape. */
-  observeEvents(worker: DeliveryWorker): void;
+  observeWorker(worker: RunningWorker): void;
   /** The exposition: content type and text. */
   render(): Promise<{ contentType: string; body: string }>;
 }
@@ -116,25 +116,14 @@ export function createMetrics(): Metrics {
     observeDatabase(stats) {
       registerDatabase(registry, stats);
     },
-    observeEvents(worker) {
-      registerEvents(registry, worker);
+    observeWorker(worker) {
+      worker.observe?.(registry);
     },
     async render() {
       return { contentType: registry.contentType, body: await registry.metrics() };
     },
   };
   return metrics;
-}
-
-/** A counter whose value another part of the server keeps: set from it at each scrape. */
-function setCounter(counter: Counter<string>, value: number, labels?: Record<string, string>): void {
-  if (labels) {
-    counter.remove(labels);
-    counter.inc(labels, value);
-  } else {
-    counter.reset();
-    counter.inc(value);
-  }
 }
 
 function registerDatabase(registry: Registry, stats: () => DatabaseStats): void {
@@ -172,53 +161,6 @@ function registerDatabase(registry: Registry, stats: () => DatabaseStats): void 
     registers: [registry],
     collect() {
       for (const [kind, n] of Object.entries(stats().queryErrors)) setCounter(this, n, { kind });
-    },
-  });
-}
-
-function registerEvents(registry: Registry, worker: DeliveryWorker): void {
-  new Gauge({
-    name: "apiserver_events_delivery_backlog",
-    help: "Pending event deliveries (state pending: all of them, due: those due now), read from the database at each scrape",
-    labelNames: ["state"],
-    registers: [registry],
-    async collect() {
-      try {
-        const depth = await worker.depth();
-        this.set({ state: "pending" }, depth.pending);
-        this.set({ state: "due" }, depth.due);
-      } catch (err) {
-        // The database does not answer: the backlog is left out of this scrape, the rest is served.
-        this.reset();
-        log.debug("metrics: cannot read the delivery backlog", { err });
-      }
-    },
-  });
-  new Counter({
-    name: "apiserver_events_delivery_attempts_total",
-    help: "Delivery attempts made by this process",
-    registers: [registry],
-    collect() {
-      setCounter(this, worker.stats.attempts);
-    },
-  });
-  new Counter({
-    name: "apiserver_events_deliveries_total",
-    help: "Delivery attempts by outcome: delivered (2xx), retried (will be tried again), failed (given up)",
-    labelNames: ["outcome"],
-    registers: [registry],
-    collect() {
-      setCounter(this, worker.stats.delivered, { outcome: "delivered" });
-      setCounter(this, worker.stats.retried, { outcome: "retried" });
-      setCounter(this, worker.stats.failed, { outcome: "failed" });
-    },
-  });
-  new Gauge({
-    name: "apiserver_events_deliveries_in_flight",
-    help: "Deliveries being sent by this process",
-    registers: [registry],
-    collect() {
-      this.set(worker.stats.inFlight);
     },
   });
 }

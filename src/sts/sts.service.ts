@@ -59,7 +59,8 @@ import { failedPrecondition, invalidArgument, isMissingReference, unauthenticate
 import { log } from "../kernel/log.js";
 import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import { isGroupUid, isValidUid } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type ServiceBinding } from "../kernel/module.js";
+import type { StsDeps as DomainDeps } from "./deps.js";
 import { createRefreshTokenStore, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, RefreshRefused, restrictionOfRow, type RefreshTokenRow } from "./refresh-tokens.store.js";
 
 /** The longest lifetime of an exchanged token. */

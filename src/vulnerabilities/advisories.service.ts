@@ -31,7 +31,7 @@ import { requireRuleAnywhere } from "../kernel/auth/index.js";
 import { invalidArgument, notFound, type FieldViolation } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { UID_MAX_LENGTH, UIDP_MAX_IDS } from "../kernel/uidp.js";
-import { bindService, type DomainDeps, type ServiceBinding } from "../server/bindings.js";
+import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
 import { toAdvisory } from "./advisories.mapper.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "./advisories.store.js";
 
@@ -114,7 +114,7 @@ function advisoryFilterOf(req: ListAdvisoriesRequest): AdvisoryFilter {
   return f;
 }
 
-export function advisoriesBindings(deps: DomainDeps): ServiceBinding[] {
+export function advisoriesBindings(deps: StoreDeps): ServiceBinding[] {
   // Global data, read outside any unit of work: one store over the pool.
   const store = createAdvisoryStore(deps.db);
 

@@ -1,7 +1,10 @@
-// The vulnerabilities domain's services.
-import type { DomainDeps, ServiceBinding } from "../server/bindings.js";
+// The vulnerabilities domain: vulnerability advisories.
+import { AdvisoriesService } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
+import type { DomainModule, StoreDeps } from "../kernel/module.js";
 import { advisoriesBindings } from "./advisories.service.js";
 
-export function vulnerabilitiesBindings(deps: DomainDeps): ServiceBinding[] {
-  return advisoriesBindings(deps);
-}
+export const vulnerabilitiesModule: DomainModule<StoreDeps> = {
+  name: "vulnerabilities",
+  services: [AdvisoriesService],
+  create: (deps) => ({ bindings: advisoriesBindings(deps) }),
+};

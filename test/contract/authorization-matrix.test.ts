@@ -3,7 +3,7 @@
 // What each caller may do follows from the method's `auth` option (its capabilities) and the capabilities
 // the caller's bindings grant on the target group, so the expected code is computed, not written by hand;
 // the table only says how to build a request aimed at the target group and what an authorized caller gets.
-// A guard finds the implemented services in the bindings the server registers (domainBindings) and fails
+// A guard finds the implemented services in the domain modules (src/modules.ts) and fails
 // when a method of one of them is missing from the table, so a new service cannot skip the matrix.
 import type { DescMethod, DescMethodUnary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";

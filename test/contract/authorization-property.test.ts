@@ -1,7 +1,7 @@
 // Authorization as a property, generated from the descriptors: two organizations, each with a resource of
 // every type the server builds (groups, identities, roles, role bindings, repos, tags, event subscriptions),
 // and callers of one (the attacker, A) aiming at the other (the victim, B). Nothing here names a method: the
-// methods are those of the services the server implements (domainBindings), their rules and scope field paths
+// methods are those of the services the domain modules implement (src/modules.ts), their rules and scope field paths
 // are read from the proto (apiserver.options.v1: auth, iam_scope), so a new method is covered without a new
 // test.
 //

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
 import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { outboxEvents } from "../../src/db/schema/outbox.js";
-import { bindPartial } from "../../src/server/bindings.js";
+import { bindPartial } from "../../src/kernel/module.js";
 import { assertError, call, protocols } from "./harness.js";
 import { grpcFrame, rawGrpc } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";

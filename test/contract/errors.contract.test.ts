@@ -19,7 +19,7 @@ import { failedPrecondition, invalidArgument, notFound } from "../../src/kernel/
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
-import { bindPartial } from "../../src/server/bindings.js";
+import { bindPartial } from "../../src/kernel/module.js";
 import { grpcFrame, rawGrpc } from "../support/raw-rpc.js";
 
 // A message with what a header value cannot carry as it is: `:`, `/`, `%` and characters beyond ASCII.

@@ -7,7 +7,7 @@ import { gzipSync } from "node:zlib";
 import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PingResponseSchema, PingService } from "../../gen/chainguard/platform/ping/v2/ping_pb.js";
-import { bindPartial } from "../../src/server/bindings.js";
+import { bindPartial } from "../../src/kernel/module.js";
 import { GetGroupRequestSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { grpcFrame, rawGrpc, type GrpcAnswer } from "../support/raw-rpc.js";
 import { startTestServer, type TestServer } from "../support/server.js";

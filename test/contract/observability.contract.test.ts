@@ -15,7 +15,7 @@ import { PingRequestSchema, PingService } from "../../gen/chainguard/platform/pi
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { registry } from "../../src/kernel/descriptors.js";
 import { addLogTap } from "../../src/kernel/log.js";
-import { bindPartial } from "../../src/server/bindings.js";
+import { bindPartial } from "../../src/kernel/module.js";
 import { listenMetrics } from "../../src/server/metrics-route.js";
 import { subscriptions } from "../../src/db/schema/index.js";
 import { newChildUid } from "../../src/kernel/uidp.js";

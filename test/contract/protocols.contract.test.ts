@@ -23,7 +23,7 @@ import { BadRequestSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 import { contractCase, runContractCases } from "./harness.js";
-import { bindPartial } from "../../src/server/bindings.js";
+import { bindPartial } from "../../src/kernel/module.js";
 
 // What the server saw of each call.
 const seen: string[] = [];

@@ -7,7 +7,7 @@ import { ArtifactsService } from "../../gen/chainguard/platform/libraries/v2/art
 import { SubscriptionsService } from "../../gen/chainguard/platform/events/v2/subscriptions_pb.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
-import { bindPartial } from "../../src/server/bindings.js";
+import { bindPartial } from "../../src/kernel/module.js";
 
 let server: TestServer;
 let world: World;

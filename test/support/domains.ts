@@ -1,12 +1,8 @@
-// The services the built domains implement (app.ts domainBindings), for tests that must cover each of their
-// methods. Only the bindings' services are read: no binding is registered, so the dependencies are unused.
+// The services the domain modules implement (src/modules.ts), for tests that must cover each of their
+// methods. Read from the modules' lists: nothing is built.
 import type { DescService } from "@bufbuild/protobuf";
-import { DEFAULT_TERMS } from "../../src/config.js";
-import { domainBindings } from "../../src/server/app.js";
-import type { DomainDeps } from "../../src/server/bindings.js";
+import { domainModules } from "../../src/modules.js";
 
 export function implementedServices(): DescService[] {
-  const unused = undefined as never;
-  const deps: DomainDeps = { db: unused, lists: unused, issuerUrl: "", keys: unused, external: undefined, grants: unused, sinks: unused, secretBox: unused, allowInsecureLoopbackIssuers: false, terms: DEFAULT_TERMS, groupAccessRequestWindowMs: 0 };
-  return domainBindings(deps).map(({ service }) => service);
+  return domainModules.flatMap((m) => m.services);
 }

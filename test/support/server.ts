@@ -1,16 +1,14 @@
 // A real server on a real port (127.0.0.1, ephemeral), on a test database, for contract tests. Its issuer
 // is its own base URL; `token()` mints an access token for any identity, as the service itself would.
-import { createApp, type App, type AppDeps } from "../../src/server/app.js";
+import { composeApp, type ComposeDeps, type Composed } from "../../src/compose.js";
 import { listen } from "../../src/server/listener.js";
 import { setLogLevel } from "../../src/kernel/log.js";
 import { ensureSecret } from "../../src/db/secrets.js";
-import { createIdentityDirectory } from "../../src/iam/directory.js";
 import { ensureManagedRoles } from "../../src/iam/managed-roles.js";
 import { createKeyStore, mintToken, type KeyStore } from "../../src/kernel/auth/index.js";
-import { createExternalVerifier, type ExternalVerifierOptions } from "../../src/kernel/auth/external.js";
 import { openTestDatabase, type TestDatabase } from "./database.js";
 import { sinkPolicyFor } from "../../src/events/sinks.js";
-import { startDeliveryWorker, type DeliveryOptions, type DeliveryWorker } from "../../src/events/delivery/worker.js";
+import type { DeliveryOptions, DeliveryWorker } from "../../src/events/delivery/worker.js";
 import type { Metrics } from "../../src/server/metrics.js";
 import { registerSecret } from "./secrets.js";
 
@@ -28,12 +26,12 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<AppDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs" | "corsAllowedOrigins" | "metricsToken">> & {
+export type TestServerOptions = Partial<Pick<ComposeDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs" | "corsAllowedOrigins" | "metricsToken">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
    */
-  externalOptions?: Partial<Omit<ExternalVerifierOptions, "directory" | "self">>;
+  externalOptions?: ComposeDeps["externalOptions"];
   /** Runs an event delivery worker with these options (none by default: most tests deliver nothing). */
   delivery?: Partial<DeliveryOptions>;
   /**
@@ -55,7 +53,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const keys = await createKeyStore(database.db, { subscribe: database.listen });
   await ensureManagedRoles(database.db);
   // Listen first: the issuer URL is the server's own address.
-  const late: { app?: App } = {};
+  const late: { app?: Composed["app"] } = {};
   // The listener keeps the app's request timeout, as in main.ts: a request must arrive within its deadline. No
   // cap of connections per address: every test client connects from 127.0.0.1, many of them with a transport
   // (and an HTTP/2 connection, kept for minutes) per call.
@@ -68,10 +66,6 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
   const { externalOptions, delivery, notificationDelayMs, ...appOpts } = opts;
-  const directory = createIdentityDirectory(database.db);
-  const external =
-    appOpts.external ??
-    createExternalVerifier({ allowInsecureLoopback: true, ...externalOptions, directory, self: { issuer: baseUrl, keys } });
   // Contract tables send many refused exchanges from one address: generous budgets unless a test sets its own.
   const rateLimits = appOpts.rateLimits ?? {
     exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED },
@@ -80,25 +74,24 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   // Sinks: the development policy (loopback http allowed) unless a test sets its own.
   const sinks = appOpts.sinks ?? sinkPolicyFor("development");
   const allowInsecureLoopbackIssuers = externalOptions?.allowInsecureLoopback ?? true;
-  const app = createApp({
+  // Built as main.ts builds it (compose.ts), with the test's settings.
+  const composed = await composeApp({
     database: notificationDelayMs === undefined ? database : withLateNotifications(database, notificationDelayMs),
     serviceDomain: "platform.test",
     pageTokenSecret,
     issuerUrl: baseUrl,
     keys,
-    directory,
     idpSecretKey,
     allowInsecureLoopbackIssuers,
     ...appOpts,
-    external,
+    externalOptions: { allowInsecureLoopback: true, ...externalOptions },
     rateLimits,
     sinks,
+    delivery,
   });
+  const { app } = composed;
   late.app = app;
-  const events = delivery
-    ? await startDeliveryWorker({ db: database.db, keys, issuer: baseUrl, sinks, listen: database.listen, options: delivery })
-    : undefined;
-  if (events) app.metrics.observeEvents(events);
+  const events = delivery ? await composed.startEventDelivery() : undefined;
   return {
     baseUrl,
     port,
@@ -119,7 +112,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     async close() {
       app.drain();
       await Promise.all([listener.close(1000), events?.stop(1000)]);
-      await app.close();
+      await composed.close();
       await database.dispose();
     },
   };

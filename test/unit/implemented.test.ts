@@ -1,6 +1,7 @@
-// No method of the contract answers UNIMPLEMENTED: every contract service is bound by a domain (app.ts
-// domainBindings), with a full implementation (bindService checks the methods at compile time; bindPartial
-// is for tests only), and the server's own apiserver.* services likewise.
+// No method of the contract answers UNIMPLEMENTED: every contract service is listed by a domain module
+// (src/modules.ts; the composition root refuses a module that binds other services than it lists), with a
+// full implementation (bindService checks the methods at compile time; bindPartial is for tests only), and
+// the server's own apiserver.* services likewise.
 import { describe, expect, it } from "vitest";
 import { apiServices, servedServices } from "../../src/kernel/descriptors.js";
 import { implementedServices } from "../support/domains.js";

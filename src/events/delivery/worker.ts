@@ -19,9 +19,11 @@
 import { DEFAULT_DELIVERY_OPTIONS } from "../../config.js";
 import type { KeyStore } from "../../kernel/auth/index.js";
 import { log } from "../../kernel/log.js";
+import type { RunningWorker } from "../../kernel/module.js";
 import type { Executor } from "../../kernel/store.js";
 import type { SinkPolicy } from "../sinks.js";
 import { deliveryRequest } from "./cloudevent.js";
+import { registerDeliveryMetrics } from "./metrics.js";
 import { createDeliveryQueue, type ClaimedDelivery, type Settlement } from "./queue.js";
 import { createSender, type SendResult } from "./sender.js";
 
@@ -79,7 +81,7 @@ export interface DeliveryWorkerDeps {
   options?: Partial<DeliveryOptions>;
 }
 
-export interface DeliveryWorker {
+export interface DeliveryWorker extends RunningWorker {
   stats: Readonly<DeliveryStats>;
   /** Pending deliveries, and how many are due now. */
   depth(): Promise<{ pending: number; due: number }>;
@@ -283,10 +285,12 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
   }, opts.pruneEveryMs);
   pruneTimer.unref();
 
+  const depth = () => queue.depth();
   return {
     stats,
-    depth: () => queue.depth(),
+    depth,
     wake,
+    observe: (registry) => registerDeliveryMetrics(registry, { stats, depth }),
     async stop(graceMs = opts.timeoutMs) {
       if (stopped) return;
       stopped = true;
