@@ -121,7 +121,7 @@ export interface Composed {
 }
 
 /** Creates a module, checking that it implements exactly the services it lists. */
-function build<D, W extends RunningWorker>(module: DomainModule<D, W>, deps: D): DomainInstance<W> {
+export function buildModule<D, W extends RunningWorker>(module: DomainModule<D, W>, deps: D): DomainInstance<W> {
   const instance = module.create(deps);
   const listed = module.services.map((s) => s.typeName).sort();
   const bound = instance.bindings.map((b) => b.service.typeName).sort();
@@ -150,10 +150,10 @@ export async function composeApp(deps: ComposeDeps): Promise<Composed> {
   const kernel: KernelDeps = { db, lists: s.createListPlanner({ secret: deps.pageTokenSecret }), issuerUrl: deps.issuerUrl, keys: deps.keys };
   const sinks = deps.sinks ?? s.sinkPolicyFor("production");
   const terms = deps.terms ?? DEFAULT_TERMS;
-  const events = build(modules.events, { ...kernel, sinks, listen: deps.database.listen, delivery: deps.delivery });
+  const events = buildModule(modules.events, { ...kernel, sinks, listen: deps.database.listen, delivery: deps.delivery });
   const instances: DomainInstance[] = [
-    build(modules.ping, undefined),
-    build(modules.iam, {
+    buildModule(modules.ping, undefined),
+    buildModule(modules.iam, {
       ...kernel,
       external,
       grants: grants.get,
@@ -166,7 +166,7 @@ export async function composeApp(deps: ComposeDeps): Promise<Composed> {
       grantsChanged: grants.clear,
       maxBodyBytes: limits.maxRequestBytes,
     }),
-    build(modules.sts, {
+    buildModule(modules.sts, {
       ...kernel,
       external,
       grants: grants.get,
@@ -175,11 +175,11 @@ export async function composeApp(deps: ComposeDeps): Promise<Composed> {
       rateLimits: deps.rateLimits,
       refreshTokenTtlSeconds: deps.refreshTokenTtlSeconds,
     }),
-    build(modules.registry, kernel),
+    buildModule(modules.registry, kernel),
     events,
-    build(modules.libraries, kernel),
-    build(modules.vulnerabilities, kernel),
-    build(modules.advisory, kernel),
+    buildModule(modules.libraries, kernel),
+    buildModule(modules.vulnerabilities, kernel),
+    buildModule(modules.advisory, kernel),
   ];
   const app = s.createApp({
     database: deps.database,
