@@ -6,6 +6,7 @@
 // descriptors, every domain), and loading them is most of a start. So only what reads the configuration is
 // imported up front; the rest is imported at once, while the database connects and checks its migrations,
 // which is time spent waiting on the network.
+import { createServer } from "node:net";
 import { ConfigError, DEFAULT_GROUP_ACCESS_REQUEST_WINDOW_MS, DEFAULT_TERMS, loadConfig, type Config, type TermsSettings } from "./config.js";
 import { log, setLogLevel } from "./kernel/log.js";
 import type { Database, Db } from "./db/client.js";
@@ -247,6 +248,16 @@ async function developmentLogin(db: Db, keys: KeyStore, config: Config): Promise
 }
 
 /** The API port's listen failures the user can act on, as a ConfigError naming PORT or HOST. */
+/** Listens on the configured address for a moment and lets go: rejects as listen() would (EADDRINUSE, EACCES...). */
+function portAvailable(config: Config): Promise<void> {
+  if (config.port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen({ port: config.port, host: config.host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 function listenFailure(err: unknown, config: Config): ConfigError | undefined {
   const at = `${config.host}:${config.port}`;
   switch ((err as NodeJS.ErrnoException).code) {
@@ -317,6 +328,11 @@ export async function start(): Promise<Running> {
   setLogLevel(config.logLevel);
   void loaded();
   // db/client.js is among them: the database opens as soon as it is loaded, while the rest go on loading.
+  // A port that cannot be had is said at once, not after the database opened (a first start creates the
+  // embedded one: tens of seconds). The listener still binds it below; this only answers early.
+  await portAvailable(config).catch((err: unknown) => {
+    throw listenFailure(err, config) ?? err;
+  });
   const { openDatabase } = await import("./db/client.js");
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
   const { ensureSecret, createKeyStore, ensureManagedRoles, sinkPolicyFor, publicOnlyFetch, systemResolver, listen } = await loaded();

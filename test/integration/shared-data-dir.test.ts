@@ -129,7 +129,7 @@ describe("the commands while npm start runs on the embedded database", () => {
 });
 
 describe("a server that fails to start after opening the embedded database", () => {
-  it("leaves neither its socket nor the socket's name behind (its port was taken)", async () => {
+  it("leaves neither its socket nor the socket's name behind (the metrics address it was given was taken)", async () => {
     const dataDir = scratch("shared-data-dir-");
     const tmp = scratch("shared-data-dir-tmp-"); // the child's tmpdir(), where its socket's directory goes
     const taken = createNetServer();
@@ -140,12 +140,13 @@ describe("a server that fails to start after opening the embedded database", () 
         execFile(
           join(root, "node_modules", ".bin", "tsx"),
           ["src/main.ts"],
-          { cwd: root, env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: "", PORT: port, METRICS_ADDR: "off", TMPDIR: tmp, LOG_LEVEL: "warn" }, timeout: 120_000 },
+          { cwd: root, env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: "", PORT: "0", METRICS_ADDR: `127.0.0.1:${port}`, TMPDIR: tmp, LOG_LEVEL: "warn" }, timeout: 120_000 },
           (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? -1) : 0, stdout, stderr }),
         );
       });
       expect(exit.code, exit.stderr).toBe(1);
-      expect(exit.stderr).toContain(`PORT ${port}: another process already listens`);
+      // (A taken PORT is refused before the database opens: the metrics listener starts after it.)
+      expect(exit.stderr).toContain(`METRICS_ADDR 127.0.0.1:${port}: cannot listen`);
     } finally {
       taken.close();
     }

@@ -68,6 +68,8 @@ describe("a server that cannot start", () => {
   it("PORT in use: names the port and says to choose another", async () => {
     const r = await start({ PORT: String(takenPort) });
     expectOneLine(r, new RegExp(`^configuration error: PORT ${takenPort}: another process already listens on 127\\.0\\.0\\.1:${takenPort}: stop it, or set PORT to a free port`));
+    // Said before the database is opened (a first start would create the embedded one first: tens of seconds).
+    expect(r.stderr).not.toMatch(/embedded database|database ready/);
   });
 
   it("DATABASE_URL of another database: refused before connecting, the password not echoed", async () => {
