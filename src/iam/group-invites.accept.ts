@@ -55,7 +55,7 @@ import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } fro
 import type { Executor } from "../kernel/store.js";
 import { runUnitOfWork, type EventedChange } from "../kernel/unit-of-work.js";
 import { bindService, type ServiceBinding } from "../kernel/module.js";
-import type { IamDeps as DomainDeps } from "./deps.js";
+import type { IamDeps } from "./deps.js";
 import { inviteCodeHash, MAX_INVITE_CODE_LENGTH } from "./group-invite-code.js";
 import { createGroupInviteStore } from "./group-invites.store.js";
 import { identityFromToken, toIdentity } from "./identities.mapper.js";
@@ -90,7 +90,7 @@ function carriesVerifiedEmail(claims: JWTPayload, email: string): boolean {
   return verified && typeof claims.email === "string" && claims.email.toLowerCase() === email;
 }
 
-export function groupInviteAcceptanceBindings(deps: DomainDeps): ServiceBinding[] {
+export function groupInviteAcceptanceBindings(deps: IamDeps): ServiceBinding[] {
   const failures = createFailureLimiter({ what: "refused invite acceptances", ...(deps.rateLimits?.inviteFailures ?? DEFAULT_RATE_LIMITS.inviteFailures) });
   const { db } = deps;
 

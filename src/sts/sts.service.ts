@@ -60,7 +60,7 @@ import { log } from "../kernel/log.js";
 import { callerOf, createFailureLimiter, DEFAULT_RATE_LIMITS, provenCaller } from "../kernel/rate-limit.js";
 import { isGroupUid, isValidUid } from "../kernel/uidp.js";
 import { bindService, type ServiceBinding } from "../kernel/module.js";
-import type { StsDeps as DomainDeps } from "./deps.js";
+import type { StsDeps } from "./deps.js";
 import { createRefreshTokenStore, DEFAULT_REFRESH_TOKEN_TTL_SECONDS, RefreshRefused, restrictionOfRow, type RefreshTokenRow } from "./refresh-tokens.store.js";
 
 /** The longest lifetime of an exchanged token. */
@@ -193,7 +193,7 @@ interface Attempt {
   verified: boolean;
 }
 
-export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityTokenService> {
+export function createStsService(deps: StsDeps): ServiceImpl<typeof SecurityTokenService> {
   // Refused exchanges (UNAUTHENTICATED) are counted per caller; a caller over its budget is refused with
   // RESOURCE_EXHAUSTED before its token is looked at (kernel/rate-limit.ts). A refusal counts against the
   // token's issuer and subject only once its signature verified (a forged token claiming someone's subject
@@ -367,6 +367,6 @@ export function createStsService(deps: DomainDeps): ServiceImpl<typeof SecurityT
   }
 }
 
-export function stsServiceBindings(deps: DomainDeps): ServiceBinding[] {
+export function stsServiceBindings(deps: StsDeps): ServiceBinding[] {
   return [bindService(SecurityTokenService, createStsService(deps))];
 }

@@ -147,7 +147,7 @@ export function canVerifyAnyIssuer(v: ExternalVerifier | undefined): v is Extern
   return typeof (v as Partial<ExternalTokenVerifier> | undefined)?.verifyAnyIssuer === "function";
 }
 
-/** Whether a verifier (for example the one in DomainDeps) can serve the token exchange. */
+/** Whether a verifier (for example the one the composition root hands the sts module) can serve the token exchange. */
 export function canAssume(v: ExternalVerifier | undefined): v is ExternalTokenVerifier {
   return typeof (v as Partial<ExternalTokenVerifier> | undefined)?.assume === "function";
 }
