@@ -361,16 +361,7 @@ describe("Exchange: repeated failures from one caller are rate-limited", () => {
 
   it("does not count successful exchanges", async () => {
     const subject = "repo:acme/busy:ref:refs/heads/main";
-    const org = (await seedWorld(bySubject, "busy")).org;
-    await bySubject.database.db.insert(identities).values({
-      uid: newChildUid(org),
-      parentUid: org,
-      name: "busy",
-      relationship: { claimMatch: { issuer: idp.url, subject } },
-      relationshipType: RelationshipType.CLAIM_MATCH,
-      issuer: idp.url,
-      subject,
-    });
+    await insertWorkload(bySubject, subject);
     const token = await idp.mint({ sub: subject, aud: bySubject.baseUrl });
     for (let i = 0; i < 6; i++) {
       const out = await exchangeWith("connect-json", bySubject, token);
