@@ -1,5 +1,5 @@
 // A screenshot of /docs as headless Chromium renders it (the way test/browser/docs.test.ts loads it), for the
-// README: a test server on a scratch database with two repos, a token pasted into Authorize, ListRepos tried.
+// docs/api.md: a test server on a scratch database with two repos, a token pasted into Authorize, ListRepos tried.
 //
 //   npm run docs:screenshot [-- <out.png>]      (default docs/api-docs.png)
 import { mkdir } from "node:fs/promises";

@@ -169,7 +169,7 @@ export interface TermsSettings {
   requiredFor: readonly string[];
 }
 
-/** The documents known when TERMS_DOCUMENTS is unset (the README lists them). */
+/** The documents known when TERMS_DOCUMENTS is unset (docs/iam.md lists them). */
 export const DEFAULT_TERMS_DOCUMENTS: readonly TermsDocument[] = [
   { id: "terms-of-service", label: "Terms of Service", url: "https://www.chainguard.dev/legal/terms-of-service" },
   { id: "privacy-notice", label: "Privacy Notice", url: "https://www.chainguard.dev/legal/privacy-notice" },

@@ -4,7 +4,7 @@
 // capabilities on some group (checked before the request is validated) and reports only on repos the caller
 // sees in the registry.
 //
-// Decisions (README, "Advisory data"):
+// Decisions (docs/importing.md, "Advisory data"):
 // - ListDocuments needs `id` or `cves` (INVALID_ARGUMENT otherwise); at most 1,000 cves. An advisory matches a
 //   cve when its advisory id or one of its aliases equals it (exact, case-sensitive). The response holds at
 //   most 5,000 advisories: a request matching more is INVALID_ARGUMENT (narrow it) rather than a silent part.

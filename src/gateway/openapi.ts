@@ -371,7 +371,7 @@ function queryParameter(fields: DescField[], schemas: SchemaBuilder): Parameter 
   return p;
 }
 
-/** How a repeated message parameter is written: one JSON object per element (README, "API reference"). */
+/** How a repeated message parameter is written: one JSON object per element (docs/api.md, "Messages in query parameters"). */
 function jsonNotes(jsonName: string, message: DescMessage): string[] {
   const example = `${jsonName}=${JSON.stringify(exampleOf(message))}`;
   return [

@@ -481,7 +481,7 @@ describe("ListResolvedVulnsReports over REST, image refs written by hand", () =>
   const violations = (body: { details?: Array<Record<string, unknown>> }) =>
     (body.details?.find((d) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest")?.fieldViolations as Array<{ field: string; description: string }> | undefined) ?? [];
 
-  it.each(["imageRefs", "image_refs"])("takes one JSON object per ref (the README's curl) as %s, ignoring unknown keys", async (name) => {
+  it.each(["imageRefs", "image_refs"])("takes one JSON object per ref (docs/api.md's curl) as %s, ignoring unknown keys", async (name) => {
     const { status, body } = await get([
       [name, '{"repo":"nginx","tags":["latest","1.25"]}'],
       [name, '{"repo":"redis","digest":"sha256:0000"}'],

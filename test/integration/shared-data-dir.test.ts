@@ -1,5 +1,5 @@
 // The commands work while the server runs on the embedded database (issue 26: they were refused, which broke
-// the README's two-terminal flow): the server shares its database with them over a private unix socket
+// docs/importing.md's two-terminal flow): the server shares its database with them over a private unix socket
 // (db/local-socket.ts), keeping one writer of the data directory. A command's transaction runs alone (the
 // server's queries wait for it, and see it once committed), one left open by a command that goes away is
 // rolled back, and the server hears the notifications the command's writes cause (a rotated signing key).
@@ -94,7 +94,7 @@ describe("the commands while npm start runs on the embedded database", () => {
       expect(boot.code, boot.stderr).toBe(0);
       expect(JSON.parse(boot.stdout)).toMatchObject({ created: true });
 
-      // The README's flow: the repo created through the API, the images imported into it by the command.
+      // docs/importing.md's flow: the repo created through the API, the images imported into it by the command.
       const repo = await rest(server, "POST", `/registry/v2/repos/${server.organization}`, { name: "static" });
       expect(repo.status, JSON.stringify(repo.json)).toBe(200);
       const imported = await command(dataDir, ["src/cli/import-oci.ts", "--repo", repo.json.uid as string, ociLayout("1.0")]);

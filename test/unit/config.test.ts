@@ -133,7 +133,7 @@ describe("loadConfig", () => {
     expect(loadConfig({ EXTERNAL_AUDIENCES: "https://api.example.com, sts.example ,," }).externalAudiences).toEqual(["https://api.example.com", "sts.example"]);
   });
 
-  it("reads the terms documents (default: the README's list), the methods needing them, and the access request window", () => {
+  it("reads the terms documents (default: docs/iam.md's list), the methods needing them, and the access request window", () => {
     const defaults = loadConfig({});
     expect(defaults.terms).toEqual({ documents: DEFAULT_TERMS_DOCUMENTS, requiredFor: [] });
     expect(defaults.terms.documents.map((d) => d.id)).toEqual(["terms-of-service", "privacy-notice"]);

@@ -126,7 +126,7 @@ export const osvRecords = pgTable("osv_records", {
 });
 
 /**
- * The OSV records in force: every reader treats a withdrawn record as gone (README, Importing OSV records),
+ * The OSV records in force: every reader treats a withdrawn record as gone (docs/importing.md, Importing OSV records),
  * so its severities, aliases and references are used nowhere.
  */
 export const osvRecordInForce = isNull(osvRecords.withdrawnTime);
