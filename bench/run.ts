@@ -3,6 +3,8 @@
 //   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes] [--rounds 3]
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 //   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
+//   npm run bench -- authz [--seconds 2] [--concurrency 8] [--rounds 3]   (PostgreSQL too; callers bound in 1 / 100 /
+//     10,000 groups, and nesting depth 1 / 5 / 20; BENCH_BEFORE_ROOT=<checkout> measures that code too)
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
 //   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
 //   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
@@ -21,6 +23,7 @@ import { parseArgs } from "node:util";
 import { benchAb } from "./ab.js";
 import { benchAdvisoryDocuments } from "./advisory-documents.js";
 import { benchAdvisories } from "./advisories.js";
+import { benchAuthz } from "./authz.js";
 import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
 import { benchIam } from "./iam.js";
@@ -31,7 +34,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -112,6 +115,7 @@ const benches: Record<string, () => Promise<void>> = {
   registry: () =>
     benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"], rounds: values.rounds === undefined ? undefined : Number(values.rounds) }),
   iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
+  authz: () => benchAuthz({ seconds: seconds(2), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),

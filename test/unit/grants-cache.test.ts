@@ -172,4 +172,85 @@ describe("grants cache", () => {
     await cache.get("a");
     expect(db.load).toHaveBeenCalledTimes(2);
   });
+
+  it("reads an identity's grants once for calls arriving while a read is under way", async () => {
+    let now = 1_000_000;
+    const ch = fakeChannel();
+    const gate = deferred();
+    const load = vi.fn(async (uid: string) => {
+      await gate.promise;
+      return grants(`g-${uid}`);
+    });
+    const cache = createGrantsCache({ load, subscribe: ch.subscribe, ttlMs: 10_000, now: () => now });
+    await settle();
+    const first = Array.from({ length: 8 }, () => cache.get("a"));
+    const other = cache.get("b");
+    gate.resolve();
+    expect(await Promise.all(first)).toEqual(Array.from({ length: 8 }, () => grants("g-a")));
+    expect(await other).toEqual(grants("g-b"));
+    expect(load.mock.calls.map((c) => c[0]).sort()).toEqual(["a", "b"]);
+
+    // At expiry, the same: one read for all the calls of that moment.
+    now += 10_001;
+    const again = deferred();
+    load.mockImplementation(async (uid: string) => {
+      await again.promise;
+      return grants(`g2-${uid}`);
+    });
+    const expired = Array.from({ length: 7 }, () => cache.get("a"));
+    again.resolve();
+    expect(await Promise.all(expired)).toEqual(Array.from({ length: 7 }, () => grants("g2-a")));
+    expect(load).toHaveBeenCalledTimes(3);
+  });
+
+  it("a call arriving after a change does not wait for a read that started before it", async () => {
+    const ch = fakeChannel();
+    const db = fakeLoader();
+    const gate = deferred();
+    const load = vi.fn(async (uid: string) => {
+      const answer = await db.load(uid);
+      await gate.promise;
+      return answer;
+    });
+    const cache = createGrantsCache({ load, subscribe: ch.subscribe });
+    await settle();
+    const before = cache.get("a"); // reads g1, answers later
+    await settle();
+    db.set(grants("g2"));
+    ch.notify();
+    const after = cache.get("a");
+    gate.resolve();
+    expect(await before).toEqual(grants("g1"));
+    expect(await after).toEqual(grants("g2"));
+    expect(load).toHaveBeenCalledTimes(2);
+    // The read of the old grants was not remembered; the new one was.
+    expect(await cache.get("a")).toEqual(grants("g2"));
+    expect(load).toHaveBeenCalledTimes(2);
+  });
+
+  it("a failed read fails the calls sharing it, and the next call reads again", async () => {
+    const ch = fakeChannel();
+    const gate = deferred();
+    let fail = true;
+    const load = vi.fn(async () => {
+      await gate.promise;
+      if (fail) throw new Error("connection lost");
+      return grants("g1");
+    });
+    const cache = createGrantsCache({ load, subscribe: ch.subscribe });
+    await settle();
+    const calls = [cache.get("a"), cache.get("a")];
+    gate.resolve();
+    for (const c of calls) await expect(c).rejects.toThrow("connection lost");
+    expect(load).toHaveBeenCalledTimes(1);
+    fail = false;
+    expect(await cache.get("a")).toEqual(grants("g1"));
+    expect(load).toHaveBeenCalledTimes(2);
+  });
 });
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}

@@ -14,7 +14,7 @@
 // (createCandidateAccess).
 import { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { failedPrecondition, permissionDenied } from "../errors/index.js";
-import { isWithin } from "../uidp.js";
+import { ancestorsOf, isWithin } from "../uidp.js";
 import type { Access, Principal } from "./principal.js";
 import type { Authenticated, Binding, Candidates } from "./types.js";
 import { isUnrestricted, restrictGrants, type RestrictableGrant } from "./restriction.js";
@@ -34,12 +34,67 @@ export function effectiveScope(bindingGroup: string, homeGroup: string | undefin
   return undefined; // elsewhere: never reaches
 }
 
-/** Removes scopes nested inside another scope of the list. */
+/**
+ * Removes scopes nested inside another scope of the list; sorted. Linear in the number of scopes (times
+ * their depth): a scope is kept unless one of its proper ancestors is in the list.
+ */
 export function outermost(scopes: Iterable<string>): string[] {
-  const sorted = [...new Set(scopes)].sort((a, b) => a.length - b.length);
+  const all = new Set(scopes);
   const out: string[] = [];
-  for (const s of sorted) if (!out.some((o) => isWithin(s, o))) out.push(s);
+  for (const s of all) if (!ancestorsOf(s).some((a) => all.has(a))) out.push(s);
   return out.sort();
+}
+
+/**
+ * Grants indexed by scope: each scope's capabilities (every grant on it, united). What is held on a uid is
+ * found by one lookup per ancestor of the uid (and the uid itself), however many grants there are.
+ */
+export class GrantIndex {
+  readonly #byScope = new Map<string, Set<number>>();
+  readonly #visible = new Map<string, readonly string[]>();
+
+  constructor(grants: Iterable<Grant>) {
+    for (const g of grants) {
+      const held = this.#byScope.get(g.scope);
+      if (held) for (const c of g.capabilities) held.add(c);
+      else this.#byScope.set(g.scope, new Set(g.capabilities));
+    }
+  }
+
+  /** The capability sets of the scopes `uid` lies within (the uid itself and its ancestors). */
+  #reaching(uid: string): Set<number>[] {
+    const out: Set<number>[] = [];
+    for (let i = uid.indexOf("/"); i >= 0; i = uid.indexOf("/", i + 1)) {
+      const held = this.#byScope.get(uid.slice(0, i));
+      if (held) out.push(held);
+    }
+    const own = this.#byScope.get(uid);
+    if (own) out.push(own);
+    return out;
+  }
+
+  capabilitiesAt(uid: string): Set<Capability> {
+    const held = new Set<Capability>();
+    for (const caps of this.#reaching(uid)) for (const c of caps) held.add(c as Capability);
+    return held;
+  }
+
+  holds(uid: string, capabilities: readonly Capability[]): boolean {
+    const reaching = this.#reaching(uid);
+    return capabilities.every((c) => reaching.some((caps) => caps.has(c)));
+  }
+
+  /** The outermost scopes where every one of `capabilities` is held; remembered per set of capabilities. */
+  visibleScopes(capabilities: readonly Capability[]): readonly string[] {
+    const key = [...new Set(capabilities)].sort((a, b) => a - b).join(",");
+    let visible = this.#visible.get(key);
+    if (!visible) {
+      // Capabilities held at a scope can come from several grants (on it and its ancestors): combined by holds.
+      visible = outermost([...this.#byScope.keys()].filter((scope) => this.holds(scope, capabilities)));
+      this.#visible.set(key, visible);
+    }
+    return visible;
+  }
 }
 
 /** PERMISSION_DENIED for a caller without the capabilities a method needs on `uid`. */
@@ -49,59 +104,62 @@ function lacksCapabilities(uid: string) {
 
 /**
  * The grants of a list of bindings for an identity with this home group, made once per list: the grants
- * cache hands every call of an identity the same list until one of its grants changes.
+ * cache hands every call of an identity the same list until one of its grants changes. With them, their
+ * index for each restriction calls came with (none: the unrestricted one), so a call looks up what it holds
+ * instead of building it.
  */
-const grantsByBindings = new WeakMap<readonly Binding[], Map<string | undefined, RestrictableGrant[]>>();
+interface GrantsOfHome {
+  grants: RestrictableGrant[];
+  indexes: Map<string, GrantIndex>;
+}
+const grantsByBindings = new WeakMap<readonly Binding[], Map<string | undefined, GrantsOfHome>>();
+/** The most restricted indexes kept per list of bindings (distinct restrictions of one identity's tokens). */
+const MAX_INDEXES_PER_BINDINGS = 64;
 
-function grantsFromBindings(bindings: readonly Binding[], homeGroup: string | undefined): RestrictableGrant[] {
+function grantsOfHome(bindings: readonly Binding[], homeGroup: string | undefined): GrantsOfHome {
   let byHome = grantsByBindings.get(bindings);
   if (!byHome) grantsByBindings.set(bindings, (byHome = new Map()));
-  let grants = byHome.get(homeGroup);
-  if (!grants) {
-    grants = bindings.flatMap((b) => {
+  let entry = byHome.get(homeGroup);
+  if (!entry) {
+    const grants = bindings.flatMap((b) => {
       const scope = effectiveScope(b.groupUid, homeGroup);
       return scope ? [{ scope, capabilities: new Set(b.capabilities), bindingGroup: b.groupUid }] : [];
     });
-    byHome.set(homeGroup, grants);
+    entry = { grants, indexes: new Map() };
+    byHome.set(homeGroup, entry);
   }
-  return grants;
+  return entry;
+}
+
+/** The index of what a principal holds with these bindings: its identity's grants, less its token's restriction. */
+function grantIndexOf(principal: Principal, bindings: readonly Binding[]): GrantIndex {
+  const entry = grantsOfHome(bindings, principal.homeGroup);
+  const r = principal.restriction;
+  const key = isUnrestricted(r) ? "" : JSON.stringify([r!.scopes ?? null, r!.capabilities ?? null]);
+  let index = entry.indexes.get(key);
+  if (!index) {
+    // A down-scoped token (the exchange's scopes and cap) keeps only part of its identity's grants.
+    index = new GrantIndex(key === "" ? entry.grants : restrictGrants(entry.grants, r!));
+    if (entry.indexes.size >= MAX_INDEXES_PER_BINDINGS) entry.indexes.clear();
+    entry.indexes.set(key, index);
+  }
+  return index;
 }
 
 export function createAccess(principal: Principal, bindings: readonly Binding[]): Access {
-  // A down-scoped token (the exchange's scopes and cap) keeps only part of its identity's grants.
-  const all = grantsFromBindings(bindings, principal.homeGroup);
-  const grants: readonly Grant[] = isUnrestricted(principal.restriction) ? all : restrictGrants(all, principal.restriction!);
-  const capabilitiesAt = async (uid: string): Promise<ReadonlySet<Capability>> => {
-    const held = new Set<Capability>();
-    for (const g of grants) {
-      if (isWithin(uid, g.scope)) for (const c of g.capabilities) held.add(c as Capability);
-    }
-    return held;
-  };
-
-  // Each capability held by some grant reaching `uid`: what capabilitiesAt's union holds, without making it.
-  const holds = async (uid: string, capabilities: readonly Capability[]): Promise<boolean> =>
-    capabilities.every((c) => grants.some((g) => g.capabilities.has(c) && isWithin(uid, g.scope)));
-
+  const index = grantIndexOf(principal, bindings);
+  const holds = async (uid: string, capabilities: readonly Capability[]): Promise<boolean> => index.holds(uid, capabilities);
   return {
     principal,
     actingAs: principal.identityUid,
-    capabilitiesAt,
+    capabilitiesAt: async (uid) => index.capabilitiesAt(uid),
     holds,
     async require(uid, capabilities) {
       if (!(await holds(uid, capabilities))) {
         throw lacksCapabilities(uid);
       }
     },
-    async visibleScopes(capabilities) {
-      // Capabilities held at a scope can come from several bindings; combine per scope root first.
-      const all = grants;
-      const candidates = new Set(all.map((g) => g.scope));
-      const visible = [...candidates].filter((scope) =>
-        capabilities.every((c) => all.some((g) => isWithin(scope, g.scope) && g.capabilities.has(c))),
-      );
-      return outermost(visible);
-    },
+    visibleScopes: async (capabilities) => index.visibleScopes(capabilities),
   };
 }
 
@@ -122,11 +180,9 @@ export function soleCandidate<T>(candidates: readonly T[], isRootLevel: (c: T) =
  * gave the token an identity the token's holder cannot read keeps it to itself.
  */
 export function visibleCandidates<T extends Authenticated>(candidates: readonly T[]): T[] {
-  const grants = candidates.map((c) => grantsFromBindings(c.bindings, c.principal.homeGroup));
+  const indexes = candidates.map((c) => grantIndexOf({ ...c.principal, restriction: undefined }, c.bindings));
   return candidates.filter(
-    (c) =>
-      c.principal.homeGroup === undefined ||
-      grants.some((gs) => gs.some((g) => g.capabilities.has(Capability.CAP_IAM_IDENTITY_LIST) && isWithin(c.principal.identityUid, g.scope))),
+    (c) => c.principal.homeGroup === undefined || indexes.some((index) => index.holds(c.principal.identityUid, [Capability.CAP_IAM_IDENTITY_LIST])),
   );
 }
 

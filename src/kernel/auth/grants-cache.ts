@@ -10,7 +10,9 @@
 //   - an entry is kept at most `ttlMs` (10 s), bounding what a lost notification could leave behind (the
 //     listening connection dropped: nothing is remembered until it is re-established, db/client.ts);
 //   - a read that started before a clear is not remembered (a generation count), so a read racing a change
-//     cannot put the old grants back.
+//     cannot put the old grants back;
+//   - an identity's grants are read once at a time: calls arriving while a read is under way (many calls of
+//     one caller when its entry expires) share it, unless a grant changed since it started.
 // Without a subscription (listening failed), nothing is remembered: every request reads its grants.
 import { log } from "../log.js";
 import type { IdentityGrants } from "./types.js";
@@ -53,12 +55,15 @@ export function createGrantsCache(opts: GrantsCacheOptions): GrantsCache {
   const max = opts.maxEntries ?? DEFAULT_MAX_ENTRIES;
   const now = opts.now ?? Date.now;
   const entries = new Map<string, { grants: IdentityGrants; expires: number }>();
+  /** The reads under way, by identity, with the generation each started in. */
+  const reading = new Map<string, { grants: Promise<IdentityGrants | undefined>; generation: number }>();
   let generation = 0;
   let listening = false;
 
   const clear = () => {
     generation++;
     entries.clear();
+    reading.clear();
   };
 
   const subscription = opts.subscribe
@@ -81,17 +86,29 @@ export function createGrantsCache(opts: GrantsCacheOptions): GrantsCache {
     });
 
   return {
-    async get(identityUid) {
+    get(identityUid) {
       const hit = entries.get(identityUid);
-      if (hit && hit.expires > now()) return hit.grants;
+      if (hit && hit.expires > now()) return Promise.resolve(hit.grants);
+      // One read per identity at a time: a call arriving while one is under way waits for it, unless a
+      // grant changed since it started (the generation moved: clear() also forgets it).
+      const pending = reading.get(identityUid);
+      if (pending && listening && pending.generation === generation) return pending.grants;
       const started = generation;
-      const grants = await opts.load(identityUid);
-      if (grants && listening && started === generation && ttl > 0) {
-        entries.delete(identityUid);
-        if (entries.size >= max) entries.delete(entries.keys().next().value!);
-        entries.set(identityUid, { grants, expires: now() + ttl });
-      }
-      return grants;
+      const read = opts.load(identityUid).then((grants) => {
+        if (grants && listening && started === generation && ttl > 0) {
+          entries.delete(identityUid);
+          if (entries.size >= max) entries.delete(entries.keys().next().value!);
+          entries.set(identityUid, { grants, expires: now() + ttl });
+        }
+        return grants;
+      });
+      const entry = { grants: read, generation: started };
+      reading.set(identityUid, entry);
+      const done = () => {
+        if (reading.get(identityUid) === entry) reading.delete(identityUid);
+      };
+      read.then(done, done);
+      return read;
     },
     clear,
     async close() {

@@ -11,7 +11,7 @@
 import { getOption } from "@bufbuild/protobuf";
 import { name as capabilityNameOption } from "../../../gen/apiserver/capabilityopts/v1/capability_pb.js";
 import { Capability, CapabilitySchema } from "../../../gen/capabilities/capabilities_pb.js";
-import { isWithin } from "../uidp.js";
+import { ancestorsOf, isWithin } from "../uidp.js";
 
 export interface TokenRestriction {
   /** The groups the token is restricted to; undefined: no restriction by group. */
@@ -86,22 +86,48 @@ export interface RestrictableGrant {
   capabilities: ReadonlySet<number>;
 }
 
-/** The grants left of `grants` under the restriction (see the top of this file). */
+/** Grants by the group their binding is on, made once per list of grants (restrictGrants). */
+const byBindingGroup = new WeakMap<readonly RestrictableGrant[], Map<string, RestrictableGrant[]>>();
+
+function indexByBindingGroup(grants: readonly RestrictableGrant[]): Map<string, RestrictableGrant[]> {
+  let index = byBindingGroup.get(grants);
+  if (!index) {
+    index = new Map();
+    for (const g of grants) {
+      const list = index.get(g.bindingGroup);
+      if (list) list.push(g);
+      else index.set(g.bindingGroup, [g]);
+    }
+    byBindingGroup.set(grants, index);
+  }
+  return index;
+}
+
+/**
+ * The grants left of `grants` under the restriction (see the top of this file). With scopes, only bindings
+ * on a scope or one of its ancestors are kept: they are looked up per ancestor, not found by a scan.
+ */
 export function restrictGrants(grants: readonly RestrictableGrant[], r: TokenRestriction): Array<{ scope: string; capabilities: ReadonlySet<number> }> {
   const allowed = r.capabilities === undefined ? undefined : new Set<number>(r.capabilities);
+  const kept = (g: RestrictableGrant) => (allowed === undefined ? g.capabilities : new Set([...g.capabilities].filter((c) => allowed.has(c))));
   const out: Array<{ scope: string; capabilities: ReadonlySet<number> }> = [];
-  for (const g of grants) {
-    const capabilities = allowed === undefined ? g.capabilities : new Set([...g.capabilities].filter((c) => allowed.has(c)));
-    if (capabilities.size === 0) continue;
-    if (r.scopes === undefined) {
-      out.push({ scope: g.scope, capabilities });
-      continue;
+  if (r.scopes === undefined) {
+    for (const g of grants) {
+      const capabilities = kept(g);
+      if (capabilities.size > 0) out.push({ scope: g.scope, capabilities });
     }
-    for (const s of r.scopes) {
-      // Granted at s or above it; reaching the part of s's subtree the binding reaches.
-      if (!isWithin(s, g.bindingGroup)) continue;
-      const reach = isWithin(s, g.scope) ? s : isWithin(g.scope, s) ? g.scope : undefined;
-      if (reach !== undefined) out.push({ scope: reach, capabilities });
+    return out;
+  }
+  const index = indexByBindingGroup(grants);
+  for (const s of r.scopes) {
+    // Granted at s or above it; reaching the part of s's subtree the binding reaches.
+    for (const at of [...ancestorsOf(s), s]) {
+      for (const g of index.get(at) ?? []) {
+        const capabilities = kept(g);
+        if (capabilities.size === 0) continue;
+        const reach = isWithin(s, g.scope) ? s : isWithin(g.scope, s) ? g.scope : undefined;
+        if (reach !== undefined) out.push({ scope: reach, capabilities });
+      }
     }
   }
   return out;

@@ -93,6 +93,19 @@ function skipOf(value: number | undefined): number {
  * Parses the paging fields of a List request into a plan. Throws INVALID_ARGUMENT on `page_size`, `skip`,
  * `order_by` or `page_token`. A valid token older than the lifetime silently restarts from the first page.
  */
+/**
+ * The digest of a caller's visibility, remembered per object: the caller's access hands every call the same
+ * array of scopes while its grants are unchanged (kernel/auth/access.ts), and a caller bound in 10,000 groups
+ * took some 50 ms to digest them on every page.
+ */
+const scopeDigests = new WeakMap<object, string>();
+function scopeDigestOf(scope: unknown): string {
+  if (typeof scope !== "object" || scope === null) return digestOf(canonicalJson(scope));
+  let digest = scopeDigests.get(scope);
+  if (digest === undefined) scopeDigests.set(scope, (digest = digestOf(canonicalJson(scope))));
+  return digest;
+}
+
 export function parseListRequest(request: ListRequestFields, spec: ListSpec, context: ListContext): ListPlan {
   const limit = pageSizeOf(request.pageSize);
   const skip = skipOf(request.skip);
@@ -105,7 +118,7 @@ export function parseListRequest(request: ListRequestFields, spec: ListSpec, con
   const bound = () =>
     (digests ??= {
       query: digestOf(spec.name, canonicalJson(withoutPaging(context.filters)), orderText(order)),
-      scope: digestOf(canonicalJson(context.scope)),
+      scope: scopeDigestOf(context.scope),
     });
   const tokens: PageTokenMinter = {
     mint: (keys, total) => encodePageToken({ ...bound(), issuedAt: now(), total, keys: [...keys] }, context.secret),
