@@ -162,6 +162,13 @@ describe.skipIf(!url)("list plans under a generic plan (PostgreSQL)", () => {
   });
 });
 
+describe.skipIf(!url)("the server's connections (PostgreSQL)", () => {
+  it("run without JIT: a generic plan's cost estimate, which grows with the table, does not compile each call", async () => {
+    const [row] = (await database!.db.execute(`select current_setting('jit') as jit` as never)) as unknown as [{ jit: string }];
+    expect(row.jit).toBe("off");
+  });
+});
+
 describe.skipIf(Boolean(url))("list plans under a generic plan", () => {
   it.skip("need PostgreSQL (DATABASE_URL): the embedded database has one connection and no auto_explain", () => {});
 });
