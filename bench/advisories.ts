@@ -102,7 +102,7 @@ export async function generateRows(sqlc: postgres.Sql, n: number): Promise<void>
              pkg || E'\n' || comp || E'\n' || array_to_string(aliases, E'\n')
       from (select i, 'pkg-' || (i % ${packages}) as pkg, 'CGA-' || substr(md5(i::text), 1, 4) || '-' || substr(md5(i::text), 5, 4) || '-' || i as id,
                    'comp-' || (i % 5000) as comp,
-                   array['CVE-20' || (10 + i % 15) || '-' || lpad(i::text, 6, '0'), 'GHSA-' || substr(md5(i::text), 9, 4) || '-' || substr(md5(i::text), 13, 4)] as aliases
+                   array['CVE-20' || (10 + i % 15) || '-' || case when i < 1000000 then lpad(i::text, 6, '0') else i::text end, 'GHSA-' || substr(md5(i::text), 9, 4) || '-' || substr(md5(i::text), 13, 4)] as aliases
             from generate_series(0, ${n - 1}::int) i) g
       order by 1`;
     await tx`

@@ -17,6 +17,8 @@
 //     server CPU per request)
 //   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT] [--top N]   (PostgreSQL too, and
 //     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
+//   npm run bench -- growth [--only tags|advisories] [--sizes N,N,N] [--seconds 3] [--concurrency 8] [--rounds 3]
+//     (PostgreSQL too; the cost of ListTags and ListAdvisories as the data grows, each plan choice)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -26,6 +28,7 @@ import { benchAdvisories } from "./advisories.js";
 import { benchAuthz } from "./authz.js";
 import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
+import { benchGrowth } from "./growth.js";
 import { benchIam } from "./iam.js";
 import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
@@ -34,7 +37,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -56,6 +59,7 @@ try {
       runs: { type: "string", default: "7" },
       only: { type: "string" },
       rounds: { type: "string" },
+      sizes: { type: "string" },
       built: { type: "boolean", default: false },
       top: { type: "string" },
       pairs: { type: "string", default: "15" },
@@ -82,6 +86,7 @@ const listAdvisories = Number(values["list-advisories"]);
 const runs = Number(values.runs);
 const top = values.top === undefined ? undefined : Number(values.top);
 const pairs = Number(values.pairs);
+const sizes = values.sizes?.split(",").map(Number);
 if (
   !Number.isInteger(pairs) ||
   pairs < 1 ||
@@ -103,6 +108,7 @@ if (
   !(minutes > 0) ||
   !(interval > 0) ||
   !(warmup >= 0) ||
+  (sizes !== undefined && !sizes.every((n) => Number.isInteger(n) && n >= 1000)) ||
   !Number.isInteger(runs) ||
   runs < 1
 ) {
@@ -123,11 +129,12 @@ const benches: Record<string, () => Promise<void>> = {
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
   perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
+  growth: () => benchGrowth({ only: values.only, sizes, seconds: seconds(3), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
-// With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf)
-// and ab (it needs BENCH_BEFORE_ROOT).
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab");
+// With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf),
+// ab (it needs BENCH_BEFORE_ROOT) and growth (it seeds 10,000,000 tags: name it).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab" && n !== "growth");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {

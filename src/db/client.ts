@@ -125,7 +125,12 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   // statement_timeout is a startup parameter of each connection: a statement running longer is cancelled by
   // the server (SQLSTATE 57014, answered DEADLINE_EXCEEDED). The pool is behind a gate (pool-gate.ts), so a
   // call meeting a pool whose connections are all busy waits a bounded time, not as long as those before it.
-  const connection = { statement_timeout: opts.statementTimeoutMs ?? DEFAULT_LIMITS.databasePool.statementTimeoutMs };
+  // jit is off: the server's statements read a page or a row, and PostgreSQL compiles a statement whose
+  // estimated cost passes jit_above_cost on every execution. A generic plan's estimates grow with the table
+  // (ListAdvisories by CVE at 3,000,000 advisories: 103,000, for a page of one row that reads 20 buffers), so
+  // past a size each call paid 9 ms of compilation for 0.3 ms of work (bench/LOG.md, "Plans safe under any
+  // plan choice"). A `jit` query parameter of the URL still overrides it (postgres.js: URL parameters last).
+  const connection = { statement_timeout: opts.statementTimeoutMs ?? DEFAULT_LIMITS.databasePool.statementTimeoutMs, jit: "off" };
   const client = postgres(url, { ...options, max, connection });
   const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
   const errors = createErrorCounts();

@@ -55,6 +55,22 @@ export function isWithin(uid: string, scope: string): boolean {
   return uid === scope || uid.startsWith(scope + "/");
 }
 
+/**
+ * The visible scopes that still decide which children of `parent` a caller sees: undefined when the parent
+ * lies within one of `scopes`, for then every child does (a child's uid is `<parent uid>/<suffix>`,
+ * newChildUid) and a list of the parent's children needs no scope predicate; otherwise the scopes beneath the
+ * parent, the only ones that can hold any of its children (usually none: nothing is visible).
+ *
+ * Lists of a parent's children leave the scope predicate out when they can: a statement over parameters may
+ * run a generic plan (cached for a named statement after five runs, or always under plan_cache_mode =
+ * force_generic_plan), made without the values, where a scope's uid range, estimated narrow, can drive a scan
+ * of everything beneath the scope for a page of a few rows (test/integration/list-plans.test.ts).
+ */
+export function scopesOverChildren(parent: string, scopes: readonly string[]): readonly string[] | undefined {
+  if (scopes.some((s) => isWithin(parent, s))) return undefined;
+  return scopes.filter((s) => s.startsWith(`${parent}/`));
+}
+
 /** True when the uid has no "/" (a root group or a built-in resource). */
 export function isRootUid(uid: string): boolean {
   return !uid.includes("/");

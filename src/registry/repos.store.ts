@@ -11,7 +11,7 @@ import { scopePredicate } from "../kernel/auth/index.js";
 import { alreadyExists } from "../kernel/errors/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import { resourceStore, type Executor } from "../kernel/store.js";
-import { uidpPredicate } from "../kernel/uidp.js";
+import { scopesOverChildren, uidpPredicate } from "../kernel/uidp.js";
 
 // Every column but the readme.
 const { readme: _readme, ...repoColumns } = getTableColumns(repos);
@@ -64,8 +64,10 @@ export function createRepoStore(db: Executor) {
 
     /** A page of repos within the caller's scopes, filtered. The readme is not read. */
     list(plan: ListPlan, filter: RepoListFilter): Promise<ListPage<RepoRow>> {
+      // A group's repos within a visible scope are all visible: no scope predicate (scopesOverChildren).
+      const scopes = filter.uidp?.childrenOf ? scopesOverChildren(filter.uidp.childrenOf, filter.scopes) : filter.scopes;
       const where = and(
-        scopePredicate(repos.uid, filter.scopes),
+        scopes === undefined ? undefined : scopePredicate(repos.uid, scopes),
         uidpPredicate(filter.uidp, { uid: repos.uid, parent: repos.groupUid }),
         filter.name ? eq(repos.name, filter.name) : undefined,
       );

@@ -14,6 +14,7 @@ import {
   isWithin,
   matchesUidp,
   parentOf,
+  scopesOverChildren,
   uidpCanonical,
   uidpPredicate,
   UIDP_MAX_IDS,
@@ -73,6 +74,14 @@ describe("hierarchy helpers", () => {
     [`${ROOT}x/1`, ROOT, false],
     [`${ROOT}0`, ROOT, false],
   ])("isWithin(%s, %s) = %s", (uid, scope, within) => expect(isWithin(uid, scope)).toBe(within));
+
+  it.each([
+    ["the parent is a scope", CHILD, [CHILD], undefined],
+    ["the parent lies beneath a scope", GRANDCHILD, ["f".repeat(40), ROOT], undefined],
+    ["no scope holds the parent", CHILD, ["f".repeat(40), `${ROOT}/1111111111111111`], []],
+    ["a scope lies beneath the parent", ROOT, [GRANDCHILD, "f".repeat(40), CHILD], [GRANDCHILD, CHILD]],
+    ["a sibling sharing a prefix", CHILD, [`${CHILD}0`, `${CHILD}x/1`], []],
+  ])("scopesOverChildren: %s", (_, parent, scopes, expected) => expect(scopesOverChildren(parent, scopes)).toEqual(expected));
 
   it("escapeLike escapes %, _ and the backslash", () => expect(escapeLike("a_b%c\\d")).toBe("a\\_b\\%c\\\\d"));
 });
