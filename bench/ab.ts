@@ -53,9 +53,12 @@ export async function benchAb(opts: AbOptions): Promise<void> {
       const only = opts.only?.toLowerCase();
       const rows: string[] = [];
       for (const [name, sender] of targets.filter(([n]) => !only || n.toLowerCase().includes(only))) {
+        // One sender per side for all its pairs: a new one per measurement opened new keep-alive connections
+        // each time while the old ones idled, past the server's limit per client address (256).
+        const sends = { after: sender(after.port)(), before: sender(before.port)() };
         const cpuOf = async (side: "after" | "before", seconds: number) => {
           const server = sides[side];
-          const r = await measure(`${side}: ${name}`, sender(server.port), {
+          const r = await measure(`${side}: ${name}`, () => sends[side], {
             concurrency: opts.concurrency,
             seconds,
             warmupSeconds: 0.3,
