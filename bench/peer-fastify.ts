@@ -1,10 +1,11 @@
-// The REST peer: a Fastify server answering `GET /registry/v2/tags?uidp.children_of=<repo>&order_by=uid&page_size=50`
-// and `GET /registry/v2/repos/{uid}` with the JSON this server answers (proto3 JSON, default values
+// The REST peer: a Fastify server answering `GET /registry/v2/tags?uidp.children_of=<repo>&order_by=uid&page_size=50`,
+// `GET /registry/v2/repos/{uid}`, `GET /iam/v2/groups/{uid}` and
+// `GET /iam/v2/roleBindings?uidp.descendants_of=<group>&page_size=50` with the JSON this server answers (proto3 JSON, default values
 // emitted), from the same tables and the same SQL (peer-reads.ts). Serialized as a Fastify user would:
 // response schemas compiled by fast-json-stringify. Its own process; prints {"port": N} when listening.
 //   tsx bench/peer-fastify.ts '{"databaseUrl": ..., "issuer": ..., "jwksUrl": ...}'
 import Fastify, { type FastifyReply } from "fastify";
-import { createPeerReads, PeerError, timestampJson, type PeerConfig, type RepoRow, type TagRow } from "./peer-reads.js";
+import { createPeerReads, PeerError, timestampJson, type BindingRow, type GroupRow, type PeerConfig, type RepoRow, type TagRow } from "./peer-reads.js";
 
 const CATALOG_TIERS = ["CATALOG_TIER_UNSPECIFIED", "CATALOG_TIER_APPLICATION", "CATALOG_TIER_BASE", "CATALOG_TIER_FIPS", "CATALOG_TIER_AI", "CATALOG_TIER_DEVTOOLS", "CATALOG_TIER_COMMERCIAL"];
 const strings = { type: "array", items: { type: "string" } } as const;
@@ -40,6 +41,81 @@ const repoSchema = {
     updateTime: { type: "string" },
   },
 } as const;
+
+const ORG_KINDS = ["ORG_KIND_UNSPECIFIED", "ORG_KIND_STARTER", "ORG_KIND_CUSTOMER", "ORG_KIND_DEV", "ORG_KIND_INFRA", "ORG_KIND_AWS_MARKETPLACE"];
+const ORG_STATUSES = ["ORG_STATUS_UNSPECIFIED", "ORG_STATUS_INITIALIZING", "ORG_STATUS_READY", "ORG_STATUS_SUSPENDED"];
+const groupSchema = {
+  type: "object",
+  properties: {
+    uid: { type: "string" },
+    name: { type: "string" },
+    description: { type: "string" },
+    resourceLimits: { type: "object", additionalProperties: { type: "integer" } },
+    verified: { type: "boolean" },
+    createTime: { type: "string" },
+    updateTime: { type: "string" },
+    kind: { type: "string" },
+    status: { type: "string" },
+  },
+} as const;
+const named = { type: "object", properties: { uid: { type: "string" }, name: { type: "string" }, description: { type: "string" } } } as const;
+const bindingSchema = {
+  type: "object",
+  properties: {
+    uid: { type: "string" },
+    identity: {
+      type: "object",
+      properties: {
+        uid: { type: "string" },
+        name: { type: "string" },
+        description: { type: "string" },
+        subject: { type: "string" },
+        issuer: { type: "string" },
+        email: { type: "string" },
+      },
+    },
+    group: named,
+    role: named,
+    createTime: { type: "string" },
+    identityUid: { type: "string" },
+    roleUid: { type: "string" },
+    updateTime: { type: "string" },
+  },
+} as const;
+const listBindingsSchema = {
+  type: "object",
+  properties: { roleBindings: { type: "array", items: bindingSchema }, nextPageToken: { type: "string" }, totalCount: { type: "string" }, skipped: { type: "integer" } },
+} as const;
+
+const groupJson = (g: GroupRow) => ({
+  uid: g.uid,
+  name: g.name,
+  description: g.description,
+  resourceLimits: {},
+  verified: g.verified,
+  createTime: timestampJson(g.create_time),
+  updateTime: timestampJson(g.update_time),
+  kind: ORG_KINDS[g.kind] ?? g.kind,
+  status: ORG_STATUSES[g.status] ?? g.status,
+});
+
+const bindingJson = (b: BindingRow) => ({
+  uid: b.uid,
+  identity: {
+    uid: b.identity_uid,
+    name: b.identity_name,
+    description: b.identity_description,
+    subject: b.identity_subject ?? "",
+    issuer: b.identity_issuer ?? "",
+    email: b.identity_email,
+  },
+  group: { uid: b.group_uid, name: b.group_name, description: b.group_description },
+  role: { uid: b.role_uid, name: b.role_name, description: b.role_description },
+  createTime: timestampJson(b.create_time),
+  identityUid: b.identity_uid,
+  roleUid: b.role_uid,
+  updateTime: timestampJson(b.update_time),
+});
 
 const tagJson = (t: TagRow) => ({
   uid: t.uid,
@@ -95,6 +171,31 @@ app.get<{ Params: { "*": string } }>("/registry/v2/repos/*", { schema: { respons
   try {
     const identity = await reads.caller(req.headers.authorization);
     return repoJson(await reads.getRepo(identity, req.params["*"]));
+  } catch (err) {
+    return fail(reply, err);
+  }
+});
+
+app.get<{ Params: { "*": string } }>("/iam/v2/groups/*", { schema: { response: { 200: groupSchema } } }, async (req, reply) => {
+  try {
+    const identity = await reads.caller(req.headers.authorization);
+    return groupJson(await reads.getGroup(identity, req.params["*"]));
+  } catch (err) {
+    return fail(reply, err);
+  }
+});
+
+app.get<{ Querystring: Query }>("/iam/v2/roleBindings", { schema: { response: { 200: listBindingsSchema } } }, async (req, reply) => {
+  const q = req.query;
+  try {
+    const identity = await reads.caller(req.headers.authorization);
+    const page = await reads.listRoleBindings(identity, {
+      under: q["uidp.descendants_of"] ?? q["uidp.descendantsOf"] ?? "",
+      pageSize: Number(q.page_size ?? q.pageSize ?? 0),
+      pageToken: q.page_token ?? q.pageToken ?? "",
+      orderBy: q.order_by ?? q.orderBy ?? "",
+    });
+    return { roleBindings: page.rows.map(bindingJson), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: 0 };
   } catch (err) {
     return fail(reply, err);
   }

@@ -1,22 +1,28 @@
-// The gRPC peer: a @grpc/grpc-js server for TagsService.ListTags and ReposService.GetRepo, loaded from the
+// The gRPC peer: a @grpc/grpc-js server for TagsService.ListTags, ReposService.GetRepo, GroupsService.GetGroup
+// and RoleBindingsService.ListRoleBindings, loaded from the
 // same protos with @grpc/proto-loader (protobufjs underneath), answering from the same tables and SQL as the
 // REST peer and the server (peer-reads.ts). Its own process; prints {"port": N} when listening.
 //   tsx bench/peer-grpc.ts '{"databaseUrl": ..., "issuer": ..., "jwksUrl": ...}'
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
-import { createPeerReads, PeerError, type PeerConfig, type RepoRow, type TagRow } from "./peer-reads.js";
+import { createPeerReads, PeerError, type BindingRow, type GroupRow, type PeerConfig, type RepoRow, type TagRow } from "./peer-reads.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const definition = loadSync(["chainguard/platform/registry/v2/tags.proto", "chainguard/platform/registry/v2/repos.proto"], {
+const definition = loadSync(
+  ["chainguard/platform/registry/v2/tags.proto", "chainguard/platform/registry/v2/repos.proto", "chainguard/platform/iam/v2/groups.proto", "chainguard/platform/iam/v2/role_bindings.proto"],
+  {
   includeDirs: [`${root}proto`, `${root}node_modules/google-proto-files`],
   longs: String,
   enums: String,
   defaults: true,
   oneofs: true,
-});
+  },
+);
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const registry = (grpc.loadPackageDefinition(definition) as any).chainguard.platform.registry.v2;
+const loaded = (grpc.loadPackageDefinition(definition) as any).chainguard.platform;
+const registry = loaded.registry.v2;
+const iam = loaded.iam.v2;
 
 const status: Record<PeerError["status"], grpc.status> = {
   400: grpc.status.INVALID_ARGUMENT,
@@ -54,6 +60,35 @@ const repoOf = (r: RepoRow) => ({
   updateTime: timestamp(r.update_time),
 });
 
+const groupOf = (g: GroupRow) => ({
+  uid: g.uid,
+  name: g.name,
+  description: g.description,
+  verified: g.verified,
+  createTime: timestamp(g.create_time),
+  updateTime: timestamp(g.update_time),
+  kind: g.kind,
+  status: g.status,
+});
+
+const bindingOf = (b: BindingRow) => ({
+  uid: b.uid,
+  identity: {
+    uid: b.identity_uid,
+    name: b.identity_name,
+    description: b.identity_description,
+    subject: b.identity_subject ?? "",
+    issuer: b.identity_issuer ?? "",
+    email: b.identity_email,
+  },
+  group: { uid: b.group_uid, name: b.group_name, description: b.group_description },
+  role: { uid: b.role_uid, name: b.role_name, description: b.role_description },
+  createTime: timestamp(b.create_time),
+  identityUid: b.identity_uid,
+  roleUid: b.role_uid,
+  updateTime: timestamp(b.update_time),
+});
+
 const cfg = JSON.parse(process.argv[2]!) as PeerConfig;
 const reads = createPeerReads(cfg);
 
@@ -87,6 +122,16 @@ server.addService(registry.TagsService.service, {
 });
 server.addService(registry.ReposService.service, {
   getRepo: unary(async (identity, req: { uid: string }) => repoOf(await reads.getRepo(identity, req.uid))),
+});
+
+server.addService(iam.GroupsService.service, {
+  getGroup: unary(async (identity, req: { uid: string }) => groupOf(await reads.getGroup(identity, req.uid))),
+});
+server.addService(iam.RoleBindingsService.service, {
+  listRoleBindings: unary(async (identity, req: { uidp?: { descendantsOf?: string }; pageSize: number; pageToken: string; orderBy: string }) => {
+    const page = await reads.listRoleBindings(identity, { under: req.uidp?.descendantsOf ?? "", pageSize: req.pageSize, pageToken: req.pageToken, orderBy: req.orderBy });
+    return { roleBindings: page.rows.map(bindingOf), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: 0 };
+  }),
 });
 
 const port = await new Promise<number>((resolve, reject) =>

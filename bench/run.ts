@@ -2,7 +2,7 @@
 //   npm run bench -- ping [--seconds 10] [--concurrency 16]
 //   npm run bench -- registry [--seconds 3] [--concurrency 16] [--tags 1000000] [--keep-indexes] [--rounds 3]
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
-//   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
+//   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000] [--rounds 3]   (PostgreSQL too; against the peers)
 //   npm run bench -- authz [--seconds 2] [--concurrency 8] [--rounds 3]   (PostgreSQL too; callers bound in 1 / 100 /
 //     10,000 groups, and nesting depth 1 / 5 / 20; BENCH_BEFORE_ROOT=<checkout> measures that code too)
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
@@ -120,7 +120,7 @@ const benches: Record<string, () => Promise<void>> = {
   ping: () => benchPing({ seconds: seconds(10), concurrency: concurrency(16) }),
   registry: () =>
     benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"], rounds: values.rounds === undefined ? undefined : Number(values.rounds) }),
-  iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
+  iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings, rounds: values.rounds === undefined ? undefined : Number(values.rounds) }),
   authz: () => benchAuthz({ seconds: seconds(2), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),

@@ -1,15 +1,21 @@
 // Role bindings in the database. A binding is read hydrated, in one query joining its identity, group and
 // role (the foreign keys make the inner joins total).
-import { and, eq, inArray, isNull, or } from "drizzle-orm";
+//
+// The list's common shapes (no uidp filter, or children_of / descendants_of, with the optional identity,
+// group and role filters) run statements prepared once per shape (kernel/list/prepared.ts): the statement
+// is built once, runs named on PostgreSQL, and its hydrated rows are mapped by the compiled mapper. Other
+// uidp filters (ancestors_of, in_root, ids) build their statement for the one call.
+import { and, eq, inArray, isNull, or, sql, type SQL } from "drizzle-orm";
+import type { PgSelect } from "drizzle-orm/pg-core";
 import { GroupSchema } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { RoleBindingSchema } from "../../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { groups, identities, roleBindings, roles, type HydratedRoleBindingRow } from "../db/schema/index.js";
-import { scopePredicate } from "../kernel/auth/index.js";
+import { scopePredicate, scopePredicateOver, scopeValues } from "../kernel/auth/index.js";
 import { alreadyExists, notFound } from "../kernel/errors/index.js";
-import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns } from "../kernel/list/index.js";
+import { countExpression, createPreparedList, keysetPage, pageColumns, type ListPage, type ListPlan, type OrderColumns, type Param, type PreparedListQuery } from "../kernel/list/index.js";
 import { isTransaction, resourceStore, type Executor } from "../kernel/store.js";
-import { newChildUid, uidpPredicate } from "../kernel/uidp.js";
+import { newChildUid, uidpPredicate, validateUidp } from "../kernel/uidp.js";
 
 const hydratedFields = {
   uid: roleBindings.uid,
@@ -45,6 +51,40 @@ export interface BindingListFilter {
   scopes: readonly string[];
 }
 
+/** Inner joins of a binding's identity, group and role (total: every binding names existing ones). */
+function hydrating(q: PgSelect): PgSelect {
+  return q
+    .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
+    .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
+    .innerJoin(roles, eq(roles.uid, roleBindings.roleUid));
+}
+
+/**
+ * The prepared statement's query of a filter (over named values), or undefined for the uidp filters it does
+ * not take (ancestors_of, in_root, ids). descendants_of is the uid range [<group>/, <group>0): the rows whose
+ * uid begins with "<group>/" (uids are text COLLATE "C", where '0' follows '/'), an index range in any plan,
+ * where a LIKE over a parameter is not.
+ */
+function preparedQuery(filter: BindingListFilter): PreparedListQuery | undefined {
+  const u = filter.uidp;
+  if (u && (u.ancestorsOf || u.inRoot || u.ids.length > 0)) return undefined;
+  const { scopes, identity, group, role } = filter;
+  const under = u?.descendantsOf ?? "";
+  const parent = u?.childrenOf ?? "";
+  const where = (p: Param): SQL | undefined =>
+    and(
+      scopePredicateOver(roleBindings.groupUid, scopes.length, p),
+      under ? sql`${roleBindings.uid} >= ${p("under_lo")} and ${roleBindings.uid} < ${p("under_hi")}` : undefined,
+      parent ? sql`${roleBindings.groupUid} = ${p("parent")}` : undefined,
+      identity ? sql`${roleBindings.identityUid} = ${p("identity")}` : undefined,
+      group ? sql`${roleBindings.groupUid} = ${p("group")}` : undefined,
+      role ? sql`${roleBindings.roleUid} = ${p("role")}` : undefined,
+    );
+  const values: Record<string, unknown> = { ...scopeValues(scopes), under_lo: `${under}/`, under_hi: `${under}0`, parent, identity, group, role };
+  const shape = `scopes=${scopes.length};${under ? "under;" : ""}${parent ? "parent;" : ""}${identity ? "identity;" : ""}${group ? "group;" : ""}${role ? "role;" : ""}`;
+  return { shape, where, total: (p) => countExpression(roleBindings, where(p)), values };
+}
+
 export function createRoleBindingStore(db: Executor) {
   /** Bindings with their identity, group and role. */
   const hydrated = () =>
@@ -54,6 +94,14 @@ export function createRoleBindingStore(db: Executor) {
       .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
       .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
       .innerJoin(roles, eq(roles.uid, roleBindings.roleUid));
+
+  const pages = createPreparedList<typeof roleBindings, HydratedRoleBindingRow>(db, {
+    name: "role_bindings",
+    table: roleBindings,
+    orderColumns: bindingOrderColumns,
+    columns: hydratedFields,
+    joins: hydrating,
+  });
 
   const base = resourceStore(db, {
     table: roleBindings,
@@ -129,6 +177,9 @@ export function createRoleBindingStore(db: Executor) {
 
     /** One keyset query with the joins for the page; its count (first page only, a subquery) needs no join. */
     list(plan: ListPlan, filter: BindingListFilter): Promise<ListPage<HydratedRoleBindingRow>> {
+      validateUidp(filter.uidp);
+      const q = preparedQuery(filter);
+      if (q) return pages.page(plan, q);
       const where = and(
         scopePredicate(roleBindings.groupUid, filter.scopes),
         uidpPredicate(filter.uidp, { uid: roleBindings.uid, parent: roleBindings.groupUid }),

@@ -167,13 +167,14 @@ export function compileRowMapper(fields: readonly FieldEntry[]): (rows: unknown[
 }
 
 /**
- * Installs the compiled mapper on a prepared select of one table (no joins: a join's nullable side needs
- * Drizzle's own mapping) and returns it; a query that is not such a select is returned unchanged.
+ * Installs the compiled mapper on a prepared select of one table or of inner joins (a left or right join's
+ * nullable side needs Drizzle's own mapping, which turns an all-null side into null) and returns it; a query
+ * that is not such a select is returned unchanged.
  */
 function withCompiledRows<P>(prepared: P): P {
   const q = prepared as unknown as PreparedInternals;
-  const joins = q.joinsNotNullableMap ? Object.keys(q.joinsNotNullableMap).length : 0;
-  if (!q.fields || joins > 1 || q.customResultMapper) return prepared;
+  const nullableJoin = q.joinsNotNullableMap !== undefined && Object.values(q.joinsNotNullableMap).some((notNull) => !notNull);
+  if (!q.fields || nullableJoin || q.customResultMapper) return prepared;
   q.customResultMapper = compileRowMapper(q.fields);
   return prepared;
 }

@@ -72,6 +72,24 @@ describe("hot statements", () => {
     if (database.kind === "postgres") expect(await namedStatements()).toContain(select().toSQL().sql);
   });
 
+  it("map an inner join's rows with the compiled mapper (no side can be null), the rows Drizzle's own mapping gives", async () => {
+    const { db } = database;
+    const select = () =>
+      db
+        .select({ row: { uid: roleBindings.uid, createTime: roleBindings.createTime, identityName: identities.name, roleName: roles.name, groupName: groups.name } })
+        .from(roleBindings)
+        .innerJoin(identities, eq(identities.uid, roleBindings.identityUid))
+        .innerJoin(roles, eq(roles.uid, roleBindings.roleUid))
+        .innerJoin(groups, eq(groups.uid, roleBindings.groupUid))
+        .where(eq(roleBindings.groupUid, sql.placeholder("group")));
+    const hot = hotStatement(select().prepare("hot_inner_join"));
+    expect((hot as unknown as { customResultMapper?: unknown }).customResultMapper).toBeTypeOf("function");
+    const rows = await hot.execute({ group: ROOT });
+    expect(rows).toEqual(await select().prepare("plain_inner_join").execute({ group: ROOT }));
+    expect(rows).toEqual([{ row: { uid: `${ROOT}/00000000000000c1`, createTime: expect.any(Date), identityName: "bound", roleName: "r", groupName: "root" } }]);
+    expect(await hot.execute({ group: "none" })).toEqual([]);
+  });
+
   it("stay unnamed when planned per call", async () => {
     const { db } = database;
     const select = () => db.select({ name: groups.name }).from(groups).where(sql`${groups.name} ilike ${sql.placeholder("pattern")}`);

@@ -11,7 +11,7 @@
 //   const pages = createPreparedList(db, { name: "tags", table: tags, orderColumns });
 //   pages.page(plan, { shape, where: (p) => and(eq(tags.repoUid, p("repo")), ...), total: (p) => ..., values: { repo } });
 import { and, Column, getTableColumns, is, sql, type SQL } from "drizzle-orm";
-import type { PgColumn, PgTable } from "drizzle-orm/pg-core";
+import type { PgColumn, PgSelect, PgTable } from "drizzle-orm/pg-core";
 import { completePage, keysetOrderBy, keysetPredicate, readTotal, sortKeySelection, totalSelection, type AnyPgDatabase, type KeyedRow, type ListPage, type OrderColumn, type OrderColumns } from "./keyset.js";
 import { orderText } from "./order-by.js";
 import type { ListPlan } from "./plan.js";
@@ -54,6 +54,11 @@ interface PreparedListOptions<T extends PgTable> {
    * a page's rows are then of that shape (the caller's `Row`).
    */
   columns?: Record<string, unknown>;
+  /**
+   * Inner joins the selection reads from (e.g. a binding's identity, group and role), added to
+   * `select ... from <table>`; the rows are still mapped by the compiled mapper (no join's side is nullable).
+   */
+  joins?: (from: PgSelect) => PgSelect;
 }
 
 interface Prepared {
@@ -97,13 +102,15 @@ export function createPreparedList<T extends PgTable, Row = T["$inferSelect"]>(d
     const keys = Object.fromEntries(Object.entries(sortKeySelection(plan, opts.orderColumns)).filter((_, i) => members[i] === undefined));
     const keysOf = (last: KeyedRow<unknown>) =>
       members.map((m, i) => (m === undefined ? last.keys?.[`k${i}`] : (last.row as Record<string, string | null>)[m]) ?? null);
-    const prepared = db
+    const from = db
       .select({
         row: rowColumns as ReturnType<typeof getTableColumns<T>>,
         ...(Object.keys(keys).length > 0 ? { keys } : {}),
         ...totalSelection(plan, q.total(placeholder)),
       })
       .from(opts.table as PgTable)
+      .$dynamic();
+    const prepared = (opts.joins ? opts.joins(from) : from)
       .where(and(q.where(placeholder), keysetPredicate(shaped, opts.orderColumns)))
       .orderBy(...keysetOrderBy(plan, opts.orderColumns))
       .limit(sql.placeholder("list_limit"))
