@@ -4,6 +4,8 @@
 //     (needs PostgreSQL: DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
 //   npm run bench -- iam [--seconds 3] [--concurrency 16] [--bindings 2000]   (PostgreSQL too)
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
+//   [BENCH_BEFORE_ROOT=<checkout>] npm run bench -- fan-out [--seconds 3] [--concurrency 4] [--rounds 3]   (PostgreSQL too;
+//     UpdateRepo's latency with 0 / 1 / 100 / 1,000 subscriptions on its group, and delivery at 1,000)
 //   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
 //   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
@@ -23,6 +25,7 @@ import { benchAdvisoryDocuments } from "./advisory-documents.js";
 import { benchAdvisories } from "./advisories.js";
 import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
+import { benchFanOut } from "./fan-out.js";
 import { benchIam } from "./iam.js";
 import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
@@ -31,7 +34,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [fan-out] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -113,6 +116,7 @@ const benches: Record<string, () => Promise<void>> = {
     benchRegistry({ seconds: seconds(3), concurrency: concurrency(16), tags, keepIndexes: values["keep-indexes"], rounds: values.rounds === undefined ? undefined : Number(values.rounds) }),
   iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
+  "fan-out": () => benchFanOut({ seconds: seconds(3), concurrency: concurrency(4), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),

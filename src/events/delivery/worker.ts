@@ -61,6 +61,8 @@ export interface DeliveryOptions {
 const EXPANSION_DELIVERIES = 2_000;
 const EXPANSION_FIRST = 16;
 const EXPANSION_MOST = 500;
+/** Expansion runs at least this often even when no notification says an event is waiting. */
+const EXPANSION_SWEEP_MS = 1_000;
 /** Outcomes are written at least this often, and at once when this many are waiting. */
 const SETTLE_DELAY_MS = 5;
 const SETTLE_BATCH = 500;
@@ -245,15 +247,34 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
 
   // Events per expansion: sized by the fan-out of the previous one.
   let expandLimit = EXPANSION_FIRST;
-  /** Expands one batch of waiting events; whether more may be waiting. */
+  // An event to expand comes with a notification (the outbox trigger's), so expansion runs when one came (or
+  // the listening connection was made again), while the last one found more, and every EXPANSION_SWEEP_MS in
+  // case a notification was lost; without notifications, every round.
+  let expansionDue = true;
+  let lastExpansion = 0;
+  /** Expands one batch of waiting events when one may be waiting; whether more may be. */
   async function expand(): Promise<boolean> {
+    if (!expansionDue && deps.listen && Date.now() - lastExpansion < EXPANSION_SWEEP_MS) return false;
+    expansionDue = false;
+    lastExpansion = Date.now();
     const limit = expandLimit;
-    const r = await queue.expand(limit);
+    let r: { events: number; deliveries: number };
+    try {
+      r = await queue.expand(limit);
+    } catch (err) {
+      expansionDue = true;
+      throw err;
+    }
     stats.expandedEvents += r.events;
     stats.expandedDeliveries += r.deliveries;
     if (r.events > 0) expandLimit = Math.min(EXPANSION_MOST, Math.max(1, Math.floor((EXPANSION_DELIVERIES * r.events) / Math.max(r.deliveries, 1))));
-    return r.events === limit;
+    if (r.events === limit) expansionDue = true;
+    return expansionDue;
   }
+  const notified = () => {
+    expansionDue = true;
+    wake();
+  };
 
   async function run(): Promise<void> {
     let errorDelay = 0;
@@ -311,7 +332,7 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
     }
   }
 
-  const unlisten = deps.listen ? await deps.listen(EVENTS_CHANNEL, wake, wake) : undefined;
+  const unlisten = deps.listen ? await deps.listen(EVENTS_CHANNEL, notified, notified) : undefined;
   const running = run().catch((err: unknown) => log.error("events: delivery worker stopped", { err }));
   let pruning: Promise<void> = Promise.resolve();
   const pruneTimer = setInterval(() => {
