@@ -76,73 +76,79 @@ export async function benchFanOut(opts: FanOutOptions): Promise<void> {
       const withBefore = async (body: (beforeUrl: string | undefined) => Promise<void>) =>
         beforeRoot ? withScratchDatabase("bench_fanout_before", (u) => body(u)) : body(undefined);
       await withBefore(async (beforeUrl) => {
-        const sides: Side[] = [await setUp("after", undefined, afterUrl, sinkUrl, cleanups)];
-        if (beforeUrl) sides.push(await setUp("before", beforeRoot, beforeUrl, sinkUrl, cleanups));
+        // The servers and connections on the scratch databases end before the databases are dropped.
+        const scoped: (() => Promise<unknown>)[] = [];
+        try {
+          const sides: Side[] = [await setUp("after", undefined, afterUrl, sinkUrl, scoped)];
+          if (beforeUrl) sides.push(await setUp("before", beforeRoot, beforeUrl, sinkUrl, scoped));
 
-        // Writes, interleaved.
-        const results = new Map<string, Result[]>();
-        const key = (side: Side, size: number) => `${side.name}:${size}`;
-        for (let round = 0; round < opts.rounds; round++) {
-          for (const size of SIZES) {
-            const order = (round + SIZES.indexOf(size)) % 2 === 0 ? sides : [...sides].reverse();
-            for (const side of order) {
-              const { uid } = side.repos.get(size)!;
-              const body = JSON.stringify({ uid, name: `fan-out-${size}`, description: "a write the subscriptions hear of" });
-              const r = await measure(`${side.name}: UpdateRepo, ${size} subscriptions`, http1Sender(side.writer.port, "PATCH", `/registry/v2/repos/${uid}`, body, side.auth), {
-                concurrency: opts.concurrency,
-                seconds: opts.seconds,
-                warmupSeconds: 0.5,
-                cpu: [processCpu("server", side.writer.serverPid), backendsCpu("postgres", side.sqlc, { only: WRITER })],
-              });
-              if (r.errors > 0) throw new Error(`${r.name}: ${r.errors} errors`);
-              say(`  round ${round + 1}: ${r.name}: p50 ${r.p50.toFixed(2)} ms, ${r.rps.toFixed(0)}/s, server ${r.cpu.server!.toFixed(3)} ms, PostgreSQL ${r.cpu.postgres!.toFixed(3)} ms`);
-              results.set(key(side, size), [...(results.get(key(side, size)) ?? []), r]);
-              await side.sqlc`truncate outbox_events cascade`;
+          // Writes, interleaved.
+          const results = new Map<string, Result[]>();
+          const key = (side: Side, size: number) => `${side.name}:${size}`;
+          for (let round = 0; round < opts.rounds; round++) {
+            for (const size of SIZES) {
+              const order = (round + SIZES.indexOf(size)) % 2 === 0 ? sides : [...sides].reverse();
+              for (const side of order) {
+                const { uid } = side.repos.get(size)!;
+                const body = JSON.stringify({ uid, name: `fan-out-${size}`, description: "a write the subscriptions hear of" });
+                const r = await measure(`${side.name}: UpdateRepo, ${size} subscriptions`, http1Sender(side.writer.port, "PATCH", `/registry/v2/repos/${uid}`, body, side.auth), {
+                  concurrency: opts.concurrency,
+                  seconds: opts.seconds,
+                  warmupSeconds: 0.5,
+                  cpu: [processCpu("server", side.writer.serverPid), backendsCpu("postgres", side.sqlc, { only: WRITER })],
+                });
+                if (r.errors > 0) throw new Error(`${r.name}: ${r.errors} errors`);
+                say(`  round ${round + 1}: ${r.name}: p50 ${r.p50.toFixed(2)} ms, ${r.rps.toFixed(0)}/s, server ${r.cpu.server!.toFixed(3)} ms, PostgreSQL ${r.cpu.postgres!.toFixed(3)} ms`);
+                results.set(key(side, size), [...(results.get(key(side, size)) ?? []), r]);
+                await side.sqlc`truncate outbox_events cascade`;
+              }
             }
           }
-        }
 
-        // Delivery at 1,000 subscriptions, one side after the other.
-        const deliveries: { side: Side; seconds: number; server: number; postgres: number; requests: number; duplicates: number }[] = [];
-        for (const side of sides) deliveries.push({ side, ...(await deliver(side, sinkUrl, sinkStats)) });
+          // Delivery at 1,000 subscriptions, one side after the other.
+          const deliveries: { side: Side; seconds: number; server: number; postgres: number; requests: number; duplicates: number }[] = [];
+          for (const side of sides) deliveries.push({ side, ...(await deliver(side, sinkUrl, sinkStats)) });
 
-        console.log(
-          `\nEvent fan-out: UpdateRepo over REST, ${opts.concurrency} clients, ${opts.seconds} s x ${opts.rounds} rounds (medians), node ${process.version}, load average ${loadavg()[0]!.toFixed(2)}\n`,
-        );
-        const rows: string[][] = [];
-        for (const side of sides) {
-          const base = median(results.get(key(side, 0))!.map((r) => r.p50));
-          for (const size of SIZES) {
-            const rs = results.get(key(side, size))!;
-            const p50 = median(rs.map((r) => r.p50));
-            rows.push([
-              side.name,
-              String(size),
-              p50.toFixed(2),
-              median(rs.map((r) => r.p99)).toFixed(2),
-              (p50 / base).toFixed(2),
-              median(rs.map((r) => r.rps)).toFixed(0),
-              median(rs.map((r) => r.cpu.server!)).toFixed(3),
-              median(rs.map((r) => r.cpu.postgres!)).toFixed(3),
-            ]);
+          console.log(
+            `\nEvent fan-out: UpdateRepo over REST, ${opts.concurrency} clients, ${opts.seconds} s x ${opts.rounds} rounds (medians), node ${process.version}, load average ${loadavg()[0]!.toFixed(2)}\n`,
+          );
+          const rows: string[][] = [];
+          for (const side of sides) {
+            const base = median(results.get(key(side, 0))!.map((r) => r.p50));
+            for (const size of SIZES) {
+              const rs = results.get(key(side, size))!;
+              const p50 = median(rs.map((r) => r.p50));
+              rows.push([
+                side.name,
+                String(size),
+                p50.toFixed(2),
+                median(rs.map((r) => r.p99)).toFixed(2),
+                (p50 / base).toFixed(2),
+                median(rs.map((r) => r.rps)).toFixed(0),
+                median(rs.map((r) => r.cpu.server!)).toFixed(3),
+                median(rs.map((r) => r.cpu.postgres!)).toFixed(3),
+              ]);
+            }
           }
+          console.log(textTable(["code", "subscriptions", "p50 ms", "p99 ms", "p50 × 0 subscriptions", "req/s", "writer CPU ms/call", "its PostgreSQL CPU ms/call"], rows));
+          console.log(`\nDelivering ${DELIVERY_EVENTS} events to 1,000 subscriptions each (a delivery server beside the writer):\n`);
+          console.log(
+            textTable(
+              ["code", "deliveries", "seconds", "deliveries/s", "delivery server CPU ms/delivery", "its PostgreSQL CPU ms/delivery", "duplicates"],
+              deliveries.map((d) => [
+                d.side.name,
+                String(d.requests),
+                d.seconds.toFixed(2),
+                (d.requests / d.seconds).toFixed(0),
+                ((d.server * 1000) / d.requests).toFixed(3),
+                ((d.postgres * 1000) / d.requests).toFixed(3),
+                String(d.duplicates),
+              ]),
+            ),
+          );
+        } finally {
+          for (const c of scoped.reverse()) await c().catch(() => {});
         }
-        console.log(textTable(["code", "subscriptions", "p50 ms", "p99 ms", "p50 × 0 subscriptions", "req/s", "writer CPU ms/call", "its PostgreSQL CPU ms/call"], rows));
-        console.log(`\nDelivering ${DELIVERY_EVENTS} events to 1,000 subscriptions each (a delivery server beside the writer):\n`);
-        console.log(
-          textTable(
-            ["code", "deliveries", "seconds", "deliveries/s", "delivery server CPU ms/delivery", "its PostgreSQL CPU ms/delivery", "duplicates"],
-            deliveries.map((d) => [
-              d.side.name,
-              String(d.requests),
-              d.seconds.toFixed(2),
-              (d.requests / d.seconds).toFixed(0),
-              ((d.server * 1000) / d.requests).toFixed(3),
-              ((d.postgres * 1000) / d.requests).toFixed(3),
-              String(d.duplicates),
-            ]),
-          ),
-        );
       });
     });
   } finally {

@@ -49,11 +49,11 @@ async function rest(method: string, path: string, body?: unknown): Promise<Recor
 }
 
 /** Expands until nothing waits; the totals. */
-async function expandAll(db: Executor = server.database.db, limit = 100): Promise<{ events: number; deliveries: number }> {
+async function expandAll(db: Executor = server.database.db, events = 100, deliveries = 2_000): Promise<{ events: number; deliveries: number }> {
   const queue = createDeliveryQueue(db);
   const total = { events: 0, deliveries: 0 };
   for (;;) {
-    const r = await queue.expand(limit);
+    const r = await queue.expand({ events, deliveries });
     if (r.events === 0) return total;
     total.events += r.events;
     total.deliveries += r.deliveries;
@@ -160,7 +160,7 @@ describe("expanding", () => {
     await insertEvents(world.team, N);
     expect(await count(eventExpansions)).toBe(N);
     // Four expanders, small batches: on PostgreSQL each on a connection of its own, contending for the rows.
-    const results = await Promise.all(Array.from({ length: 4 }, () => expandAll(server.database.db, 7)));
+    const results = await Promise.all(Array.from({ length: 4 }, () => expandAll(server.database.db, 7, 50)));
     expect(results.reduce((n, r) => n + r.events, 0)).toBe(N);
     expect(results.reduce((n, r) => n + r.deliveries, 0)).toBe(N * 10);
     const by = await receivers();
@@ -170,13 +170,26 @@ describe("expanding", () => {
     expect(await count(eventExpansions)).toBe(0);
   });
 
+  it("an expansion stops taking events once they make its number of deliveries, and takes one event at least", async () => {
+    await subscribe(world.team, 10);
+    await insertEvents(world.team, 5);
+    const queue = createDeliveryQueue(server.database.db);
+    // 10 deliveries each: the third reaches 25.
+    expect(await queue.expand({ events: 100, deliveries: 25 })).toEqual({ events: 3, deliveries: 30, more: true });
+    // One event alone is more than 5 deliveries: it is taken all the same.
+    expect(await queue.expand({ events: 100, deliveries: 5 })).toEqual({ events: 1, deliveries: 10, more: true });
+    expect(await queue.expand({ events: 1, deliveries: 100 })).toEqual({ events: 1, deliveries: 10, more: true });
+    expect(await queue.expand({ events: 100, deliveries: 100 })).toEqual({ events: 0, deliveries: 0, more: false });
+    expect(await count(eventDeliveries)).toBe(50);
+  });
+
   it("an expansion rolled back is done again", async () => {
     await subscribe(world.team, 4);
     await insertEvents(world.team, 3);
     const rollback = new Error("test: rolled back");
     await expect(
       server.database.db.transaction(async (tx) => {
-        expect(await createDeliveryQueue(tx).expand(100)).toEqual({ events: 3, deliveries: 12 });
+        expect(await createDeliveryQueue(tx).expand({ events: 100, deliveries: 100 })).toEqual({ events: 3, deliveries: 12, more: false });
         throw rollback;
       }),
     ).rejects.toBe(rollback);

@@ -2,8 +2,8 @@
 // batches, each one statement, so the cost per event stays small at thousands of events a second.
 //
 // An expansion takes the oldest events waiting in event_expansions, FOR UPDATE SKIP LOCKED (replicas
-// expanding at once take different events), deletes their rows and adds one pending delivery per subscription
-// the event's writer saw (and that still exists), in one statement: an event is expanded exactly once, and an
+// expanding at once take different events), as many as make a bounded number of deliveries, deletes their rows
+// and adds one pending delivery per subscription the event's writer saw (and that still exists), in one statement: an event is expanded exactly once, and an
 // expansion that fails or is rolled back leaves its events waiting for the next one.
 //
 // A claim takes, for each subscription in random order, its oldest due pending deliveries, up to the
@@ -84,17 +84,24 @@ export const EVENTS_CHANNEL = "apiserver_events";
 export function createDeliveryQueue(db: Executor) {
   return {
     /**
-     * Expands up to `limit` waiting events (oldest first) into their deliveries, due at once, and notifies the
-     * workers when it added any. Returns how many events it expanded and how many deliveries it added.
+     * Expands the oldest waiting events into their deliveries, due at once: up to `limit.events` of them, and
+     * no more once they reach `limit.deliveries` deliveries (the first is always taken, whatever its fan-out),
+     * so one transaction stays short at any mix of fan-outs. Notifies the workers when it added any. Returns
+     * how many events it expanded, how many deliveries it added, and whether more events may be waiting.
      */
-    async expand(limit: number): Promise<{ events: number; deliveries: number }> {
+    async expand(limit: { events: number; deliveries: number }): Promise<{ events: number; deliveries: number; more: boolean }> {
       const [row] = rowsOf(
         await db.execute(sql`
-          WITH claimed AS (
-            SELECT event_id FROM event_expansions ORDER BY create_time LIMIT ${limit}::int FOR UPDATE SKIP LOCKED
+          WITH candidates AS (
+            SELECT event_id, create_time FROM event_expansions ORDER BY create_time LIMIT ${limit.events}::int FOR UPDATE SKIP LOCKED
+          ),
+          sized AS (
+            SELECT c.event_id, f.n, sum(f.n) OVER (ORDER BY c.create_time, c.event_id) AS running
+            FROM candidates c JOIN outbox_events e ON e.id = c.event_id
+            CROSS JOIN LATERAL (SELECT count(*) AS n FROM subscriptions s WHERE s.group_uid = ANY (uid_lineage(e.group_uid))) f
           ),
           done AS (
-            DELETE FROM event_expansions x WHERE x.event_id = ANY (ARRAY(SELECT event_id FROM claimed))
+            DELETE FROM event_expansions x WHERE x.event_id = ANY (ARRAY(SELECT event_id FROM sized WHERE running - n < ${limit.deliveries}::int))
             RETURNING x.event_id, x.writer_xid, x.writer_snapshot
           ),
           added AS (
@@ -108,10 +115,14 @@ export function createDeliveryQueue(db: Executor) {
             WHERE s.create_xid = d.writer_xid OR pg_visible_in_snapshot(s.create_xid, d.writer_snapshot)
             RETURNING 1
           ),
-          counts AS (SELECT (SELECT count(*) FROM done)::int AS events, (SELECT count(*) FROM added)::int AS deliveries)
-          SELECT events, deliveries, CASE WHEN deliveries > 0 THEN pg_notify(${EVENTS_CHANNEL}, '') END AS notified FROM counts`),
+          counts AS (
+            SELECT (SELECT count(*) FROM candidates)::int AS candidates, (SELECT count(*) FROM done)::int AS events, (SELECT count(*) FROM added)::int AS deliveries
+          )
+          SELECT candidates, events, deliveries, CASE WHEN deliveries > 0 THEN pg_notify(${EVENTS_CHANNEL}, '') END AS notified FROM counts`),
       );
-      return { events: Number(row?.events ?? 0), deliveries: Number(row?.deliveries ?? 0) };
+      const candidates = Number(row?.candidates ?? 0);
+      const events = Number(row?.events ?? 0);
+      return { events, deliveries: Number(row?.deliveries ?? 0), more: candidates === limit.events || events < candidates };
     },
 
     async claim(req: ClaimRequest): Promise<ClaimedDelivery[]> {

@@ -3,9 +3,9 @@
 // due deliveries (queue.ts), sends each as a signed CloudEvent (cloudevent.ts, sender.ts), and records the
 // outcomes in batches.
 //
-// - Expanding. Each round first expands the oldest waiting events, as many as make about
-//   EXPANSION_DELIVERIES deliveries at the fan-out of the previous round (from 16 events, at most 500), so a
-//   transaction stays short at 1,000 subscriptions and a backlog of events expands in few transactions.
+// - Expanding. Each round first expands the oldest waiting events, up to 500 and no more once they make 2,000
+//   deliveries (one event at least), so a transaction stays short at 1,000 subscriptions and a backlog of
+//   events with few subscriptions expands in few transactions.
 //   Replicas expand different events (SKIP LOCKED); a replica that dies mid-expansion leaves its events to the
 //   next one.
 // - At least once. A 2xx acknowledges; anything else (another status, a timeout, a refused connection) is
@@ -57,10 +57,9 @@ export interface DeliveryOptions {
   pruneEveryMs: number;
 }
 
-/** Deliveries an expansion aims to add in one transaction. */
+/** An expansion takes at most this many events, and no more once they make this many deliveries. */
+const EXPANSION_EVENTS = 500;
 const EXPANSION_DELIVERIES = 2_000;
-const EXPANSION_FIRST = 16;
-const EXPANSION_MOST = 500;
 /** Expansion runs at least this often even when no notification says an event is waiting. */
 const EXPANSION_SWEEP_MS = 1_000;
 /** Outcomes are written at least this often, and at once when this many are waiting. */
@@ -245,8 +244,6 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
     line.push(d);
   }
 
-  // Events per expansion: sized by the fan-out of the previous one.
-  let expandLimit = EXPANSION_FIRST;
   // An event to expand comes with a notification (the outbox trigger's), so expansion runs when one came (or
   // the listening connection was made again), while the last one found more, and every EXPANSION_SWEEP_MS in
   // case a notification was lost; without notifications, every round.
@@ -257,19 +254,17 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
     if (!expansionDue && deps.listen && Date.now() - lastExpansion < EXPANSION_SWEEP_MS) return false;
     expansionDue = false;
     lastExpansion = Date.now();
-    const limit = expandLimit;
-    let r: { events: number; deliveries: number };
+    let r: { events: number; deliveries: number; more: boolean };
     try {
-      r = await queue.expand(limit);
+      r = await queue.expand({ events: EXPANSION_EVENTS, deliveries: EXPANSION_DELIVERIES });
     } catch (err) {
       expansionDue = true;
       throw err;
     }
     stats.expandedEvents += r.events;
     stats.expandedDeliveries += r.deliveries;
-    if (r.events > 0) expandLimit = Math.min(EXPANSION_MOST, Math.max(1, Math.floor((EXPANSION_DELIVERIES * r.events) / Math.max(r.deliveries, 1))));
-    if (r.events === limit) expansionDue = true;
-    return expansionDue;
+    if (r.more) expansionDue = true;
+    return r.more;
   }
   const notified = () => {
     expansionDue = true;
