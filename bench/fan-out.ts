@@ -18,7 +18,8 @@
 // runs idle beside the writer; 30 writes are made on the 1,000-subscription group, one after another; the
 // clock runs from the first write until the sink has had all 30,000 requests and no delivery (nor event
 // waiting to be expanded) is left. Its CPU, and its backends', divided by the deliveries: the delivery CPU per
-// delivered event (expansion included where the delivery server does it).
+// delivered event (expansion included where the delivery server does it); and the writer's with its
+// backends' over the same time (the 30 writes, with the fan-out where the writer's transaction does it).
 import { loadavg } from "node:os";
 import { drizzle } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
@@ -106,7 +107,7 @@ export async function benchFanOut(opts: FanOutOptions): Promise<void> {
           }
 
           // Delivery at 1,000 subscriptions, one side after the other.
-          const deliveries: { side: Side; seconds: number; server: number; postgres: number; requests: number; duplicates: number }[] = [];
+          const deliveries: { side: Side; seconds: number; server: number; postgres: number; writes: number; requests: number; duplicates: number }[] = [];
           for (const side of sides) deliveries.push({ side, ...(await deliver(side, sinkUrl, sinkStats)) });
 
           console.log(
@@ -134,7 +135,7 @@ export async function benchFanOut(opts: FanOutOptions): Promise<void> {
           console.log(`\nDelivering ${DELIVERY_EVENTS} events to 1,000 subscriptions each (a delivery server beside the writer):\n`);
           console.log(
             textTable(
-              ["code", "deliveries", "seconds", "deliveries/s", "delivery server CPU ms/delivery", "its PostgreSQL CPU ms/delivery", "duplicates"],
+              ["code", "deliveries", "seconds", "deliveries/s", "delivery server CPU ms/delivery", "its PostgreSQL CPU ms/delivery", "the writes' CPU ms/delivery", "all CPU ms/delivery", "duplicates"],
               deliveries.map((d) => [
                 d.side.name,
                 String(d.requests),
@@ -142,6 +143,8 @@ export async function benchFanOut(opts: FanOutOptions): Promise<void> {
                 (d.requests / d.seconds).toFixed(0),
                 ((d.server * 1000) / d.requests).toFixed(3),
                 ((d.postgres * 1000) / d.requests).toFixed(3),
+                ((d.writes * 1000) / d.requests).toFixed(3),
+                (((d.server + d.postgres + d.writes) * 1000) / d.requests).toFixed(3),
                 String(d.duplicates),
               ]),
             ),
@@ -196,9 +199,9 @@ async function deliver(side: Side, sinkUrl: string, sinkStats: () => Promise<{ r
   try {
     await sleep(1000); // started, found nothing to do
     await fetch(`${sinkUrl}/reset`, { method: "POST" });
-    const backends = async () => {
+    const backends = async (who = DELIVERER) => {
       const cpu = new Map<number, number>();
-      for (const pid of await backendPids(side.sqlc, { only: DELIVERER })) {
+      for (const pid of await backendPids(side.sqlc, { only: who })) {
         try {
           cpu.set(pid, cpuSecondsOf(pid));
         } catch {
@@ -209,6 +212,8 @@ async function deliver(side: Side, sinkUrl: string, sinkStats: () => Promise<{ r
     };
     const cpu0 = cpuSecondsOf(server.serverPid);
     const backends0 = await backends();
+    const writerCpu0 = cpuSecondsOf(side.writer.serverPid);
+    const writerBackends0 = await backends(WRITER);
     const expected = DELIVERY_EVENTS * 1000;
     const { uid } = side.repos.get(1000)!;
     const t0 = performance.now();
@@ -235,12 +240,15 @@ async function deliver(side: Side, sinkUrl: string, sinkStats: () => Promise<{ r
     const serverCpu = cpuSecondsOf(server.serverPid) - cpu0;
     let postgresCpu = 0;
     for (const [pid, cpu1] of await backends()) postgresCpu += cpu1 - (backends0.get(pid) ?? 0);
+    // The writes' share (the writer and its backends: where the fan-out ran before it moved to the worker).
+    let writes = cpuSecondsOf(side.writer.serverPid) - writerCpu0;
+    for (const [pid, cpu1] of await backends(WRITER)) writes += cpu1 - (writerBackends0.get(pid) ?? 0);
     const stats = await sinkStats();
     const [delivered] = await side.sqlc<{ n: string }[]>`select count(*) as n from event_deliveries where state = 'delivered'`;
     if (Number(delivered?.n) !== expected) throw new Error(`${side.name}: ${delivered?.n} deliveries delivered, expected ${expected}`);
     say(`  ${side.name}: delivered ${expected} in ${seconds.toFixed(2)} s`);
     await side.sqlc`truncate outbox_events cascade`;
-    return { seconds, server: serverCpu, postgres: postgresCpu, requests: stats.requests, duplicates: stats.requests - expected };
+    return { seconds, server: serverCpu, postgres: postgresCpu, writes, requests: stats.requests, duplicates: stats.requests - expected };
   } finally {
     await server.stop();
   }
