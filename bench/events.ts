@@ -9,9 +9,9 @@
 //
 // Setup: a group with one subscription whose sink is bench/sink-server.ts (node:http on 127.0.0.1, answers
 // 204 at once, counts requests and distinct ce-id values, verifies nothing). For each measurement the outbox
-// is emptied and N customer events (a repo created, a body of about 400 bytes) are inserted in one statement;
-// the fan-out trigger adds one delivery per event, which the same transaction moves an hour ahead, so the
-// backlog is not due while the server processes start (src/main.ts, development mode, so a loopback http
+// is emptied and N customer events (a repo created, a body of about 400 bytes) are inserted in one statement,
+// and the same transaction adds their deliveries (one per event, as the workers' expansion would) an hour
+// ahead and clears the events' waiting expansions, so the backlog is not due while the server processes start (src/main.ts, development mode, so a loopback http
 // sink is allowed). Then one transaction makes every delivery due and NOTIFYs the workers; the clock runs
 // from its commit until the sink has seen N distinct ids and no delivery is left pending (every outcome
 // recorded). Server CPU is utime + stime of the server processes (/proc) over that time, summed.
@@ -109,7 +109,7 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
     const subscriptionUid = newChildUid(org);
     await database.db.insert(subscriptions).values({ uid: subscriptionUid, groupUid: org, sink: `${sinkUrl}/events` });
 
-    // N repo-created events in one statement (the trigger fans them out), their deliveries an hour ahead.
+    // N repo-created events in one statement, their deliveries an hour ahead (expanded here: no server runs).
     const seed = async (n: number) => {
       const t0 = performance.now();
       await sqlc`truncate outbox_events cascade`;
@@ -128,7 +128,12 @@ async function measureOn(url: string, opts: EventsBenchOptions): Promise<void> {
                    'createTime', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                    'updateTime', to_char(now() at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
           from generate_series(1, ${n}::int) i`;
-        await tx`update event_deliveries set next_attempt_time = now() + interval '1 hour' where state = 'pending'`;
+        // No server runs meanwhile: the events' deliveries are added here, as an expansion would add them
+        // (events/delivery/queue.ts), but an hour ahead.
+        await tx`
+          insert into event_deliveries (event_id, subscription_uid, next_attempt_time, create_time)
+          select e.id, ${subscriptionUid}, now() + interval '1 hour', e.create_time from outbox_events e`;
+        await tx`delete from event_expansions`;
       });
       // The rows the update left behind are an artifact of seeding ahead: gone before measuring.
       await sqlc.unsafe("vacuum analyze outbox_events, event_deliveries");

@@ -6,6 +6,8 @@
 //   npm run bench -- authz [--seconds 2] [--concurrency 8] [--rounds 3]   (PostgreSQL too; callers bound in 1 / 100 /
 //     10,000 groups, and nesting depth 1 / 5 / 20; BENCH_BEFORE_ROOT=<checkout> measures that code too)
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
+//   [BENCH_BEFORE_ROOT=<checkout>] npm run bench -- fan-out [--seconds 3] [--concurrency 4] [--rounds 3]   (PostgreSQL too;
+//     UpdateRepo's latency with 0 / 1 / 100 / 1,000 subscriptions on its group, and delivery at 1,000)
 //   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
 //   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
@@ -29,6 +31,7 @@ import { benchAuthz } from "./authz.js";
 import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
 import { benchGrowth } from "./growth.js";
+import { benchFanOut } from "./fan-out.js";
 import { benchIam } from "./iam.js";
 import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
@@ -37,7 +40,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -123,6 +126,7 @@ const benches: Record<string, () => Promise<void>> = {
   iam: () => benchIam({ seconds: seconds(3), concurrency: concurrency(16), bindings, rounds: values.rounds === undefined ? undefined : Number(values.rounds) }),
   authz: () => benchAuthz({ seconds: seconds(2), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
+  "fan-out": () => benchFanOut({ seconds: seconds(3), concurrency: concurrency(4), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),

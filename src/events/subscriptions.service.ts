@@ -1,8 +1,9 @@
 // SubscriptionsService: the HTTP endpoints (sinks) that receive the CloudEvents of a group and of every group
 // beneath it. Create, Get and Delete are authorized by the auth interceptor before they run, from the group
 // in the request's uid (or parent); ListSubscriptions is unscoped and filters to the caller's visible scopes.
-// Delivery to the sinks is not here: the outbox fans each customer event out to the matching subscriptions
-// (migration 0010) and the delivery workers send them.
+// Delivery to the sinks is not here: the delivery workers expand each customer event into one delivery per
+// subscription its writer saw (events/delivery/queue.ts; a subscription receives the events written after it
+// was created, and its own creation's) and send them.
 //
 // Decisions:
 // - The sink is checked by the server's sink policy (events/sinks.ts) before anything is written: an https

@@ -1,5 +1,10 @@
-// The deliveries in the database (db/schema/events.ts): claimed, settled and pruned in batches, each one
-// statement, so the cost per event stays small at thousands of events a second.
+// The deliveries in the database (db/schema/events.ts): expanded from events, claimed, settled and pruned in
+// batches, each one statement, so the cost per event stays small at thousands of events a second.
+//
+// An expansion takes the oldest events waiting in event_expansions, FOR UPDATE SKIP LOCKED (replicas
+// expanding at once take different events), as many as make a bounded number of deliveries, deletes their rows
+// and adds one pending delivery per subscription the event's writer saw (and that still exists), in one statement: an event is expanded exactly once, and an
+// expansion that fails or is rolled back leaves its events waiting for the next one.
 //
 // A claim takes, for each subscription in random order, its oldest due pending deliveries, up to the
 // subscription's free slots in this process (so a slow sink never fills a claim), FOR UPDATE SKIP LOCKED
@@ -73,8 +78,53 @@ interface ClaimRequest {
   leaseMs: number;
 }
 
+/** The channel the delivery workers listen on: the outbox trigger notifies it, and so does an expansion. */
+export const EVENTS_CHANNEL = "apiserver_events";
+
 export function createDeliveryQueue(db: Executor) {
   return {
+    /**
+     * Expands the oldest waiting events into their deliveries, due at once: up to `limit.events` of them, and
+     * no more once they reach `limit.deliveries` deliveries (the first is always taken, whatever its fan-out),
+     * so one transaction stays short at any mix of fan-outs. Notifies the workers when it added any. Returns
+     * how many events it expanded, how many deliveries it added, and whether more events may be waiting.
+     */
+    async expand(limit: { events: number; deliveries: number }): Promise<{ events: number; deliveries: number; more: boolean }> {
+      const [row] = rowsOf(
+        await db.execute(sql`
+          WITH candidates AS (
+            SELECT event_id, create_time FROM event_expansions ORDER BY create_time LIMIT ${limit.events}::int FOR UPDATE SKIP LOCKED
+          ),
+          sized AS (
+            SELECT c.event_id, f.n, sum(f.n) OVER (ORDER BY c.create_time, c.event_id) AS running
+            FROM candidates c JOIN outbox_events e ON e.id = c.event_id
+            CROSS JOIN LATERAL (SELECT count(*) AS n FROM subscriptions s WHERE s.group_uid = ANY (uid_lineage(e.group_uid))) f
+          ),
+          done AS (
+            DELETE FROM event_expansions x WHERE x.event_id = ANY (ARRAY(SELECT event_id FROM sized WHERE running - n < ${limit.deliveries}::int))
+            RETURNING x.event_id, x.writer_xid, x.writer_snapshot
+          ),
+          added AS (
+            -- The subscriptions on the event's group or an ancestor of it that its writer saw: committed before
+            -- its snapshot, or created in its own transaction. The delivery's time is the event's, as when the
+            -- writer added it (retries last for a period from then).
+            INSERT INTO event_deliveries (event_id, subscription_uid, next_attempt_time, create_time)
+            SELECT e.id, s.uid, e.create_time, e.create_time
+            FROM done d JOIN outbox_events e ON e.id = d.event_id
+            JOIN subscriptions s ON s.group_uid = ANY (uid_lineage(e.group_uid))
+            WHERE s.create_xid = d.writer_xid OR pg_visible_in_snapshot(s.create_xid, d.writer_snapshot)
+            RETURNING 1
+          ),
+          counts AS (
+            SELECT (SELECT count(*) FROM candidates)::int AS candidates, (SELECT count(*) FROM done)::int AS events, (SELECT count(*) FROM added)::int AS deliveries
+          )
+          SELECT candidates, events, deliveries, CASE WHEN deliveries > 0 THEN pg_notify(${EVENTS_CHANNEL}, '') END AS notified FROM counts`),
+      );
+      const candidates = Number(row?.candidates ?? 0);
+      const events = Number(row?.events ?? 0);
+      return { events, deliveries: Number(row?.deliveries ?? 0), more: candidates === limit.events || events < candidates };
+    },
+
     async claim(req: ClaimRequest): Promise<ClaimedDelivery[]> {
       const busy = [...req.busy].map(([uid, n]) => ({ uid, n }));
       const result = await db.execute(sql`
@@ -155,7 +205,8 @@ export function createDeliveryQueue(db: Executor) {
 
     /**
      * Deletes, a batch at a time, deliveries settled before the retention periods, then events older than
-     * `deliveredMs` that no delivery still refers to. Returns the rows deleted.
+     * `deliveredMs` that no delivery still refers to and that are not waiting to be expanded. Returns the rows
+     * deleted.
      */
     async prune(opts: { deliveredMs: number; failedMs: number; batch: number }): Promise<{ deliveries: number; events: number }> {
       const deliveries = rowsOf(
@@ -172,6 +223,7 @@ export function createDeliveryQueue(db: Executor) {
             SELECT e.id FROM outbox_events e
             WHERE e.create_time < now() - make_interval(secs => ${opts.deliveredMs}::float8 / 1000)
               AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.event_id = e.id)
+              AND NOT EXISTS (SELECT 1 FROM event_expansions x WHERE x.event_id = e.id)
             ORDER BY e.create_time LIMIT ${opts.batch}::int FOR UPDATE SKIP LOCKED)
           RETURNING 1`),
       ).length;

@@ -1,6 +1,13 @@
-// The delivery worker every server process runs: it claims due deliveries (queue.ts), sends each as a signed
-// CloudEvent (cloudevent.ts, sender.ts), and records the outcomes in batches.
+// The delivery worker every server process runs: it expands committed events into their deliveries (one per
+// matching subscription, in a transaction of its own: the writer's transaction only records the event), claims
+// due deliveries (queue.ts), sends each as a signed CloudEvent (cloudevent.ts, sender.ts), and records the
+// outcomes in batches.
 //
+// - Expanding. Each round first expands the oldest waiting events, up to 500 and no more once they make 2,000
+//   deliveries (one event at least), so a transaction stays short at 1,000 subscriptions and a backlog of
+//   events with few subscriptions expands in few transactions.
+//   Replicas expand different events (SKIP LOCKED); a replica that dies mid-expansion leaves its events to the
+//   next one.
 // - At least once. A 2xx acknowledges; anything else (another status, a timeout, a refused connection) is
 //   retried with exponential backoff and jitter (retryBaseMs doubling up to retryMaxMs, each delay drawn
 //   from its upper half) until the delivery is retryForMs old (24 h by default), then marked failed and kept.
@@ -11,8 +18,9 @@
 //   attempt for at most timeoutMs) and connections and nothing else, even beside another subscription's sink
 //   on the same host; the process
 //   holds at most maxInFlight claimed rows in all.
-// - Woken by the database (the fan-out trigger notifies apiserver_events at commit), when a busy sink is
-//   down to half its room, and every pollMs (retries falling due).
+// - Woken by the database (the outbox trigger notifies apiserver_events when an event some subscription
+//   matches commits; an expansion that added deliveries notifies it too, so every replica helps send them),
+//   when a busy sink is down to half its room, and every pollMs (retries falling due).
 // - Settled rows are pruned: delivered ones after retentionMs, failed ones after failedRetentionMs, and
 //   events no delivery refers to any more after retentionMs. The backlog (pending and due deliveries) is
 //   logged at the same pace while there is one.
@@ -24,7 +32,7 @@ import type { Executor } from "../../kernel/store.js";
 import type { SinkPolicy } from "../sinks.js";
 import { deliveryRequest } from "./cloudevent.js";
 import { registerDeliveryMetrics } from "./metrics.js";
-import { createDeliveryQueue, type ClaimedDelivery, type Settlement } from "./queue.js";
+import { createDeliveryQueue, EVENTS_CHANNEL, type ClaimedDelivery, type Settlement } from "./queue.js";
 import { createSender, type SendResult } from "./sender.js";
 
 export interface DeliveryOptions {
@@ -49,8 +57,11 @@ export interface DeliveryOptions {
   pruneEveryMs: number;
 }
 
-/** The channel the fan-out trigger notifies (drizzle/0010). */
-export const EVENTS_CHANNEL = "apiserver_events";
+/** An expansion takes at most this many events, and no more once they make this many deliveries. */
+const EXPANSION_EVENTS = 500;
+const EXPANSION_DELIVERIES = 2_000;
+/** Expansion runs at least this often even when no notification says an event is waiting. */
+const EXPANSION_SWEEP_MS = 1_000;
 /** Outcomes are written at least this often, and at once when this many are waiting. */
 const SETTLE_DELAY_MS = 5;
 const SETTLE_BATCH = 500;
@@ -59,6 +70,9 @@ const PRUNE_ROUNDS = 20;
 
 /** Counts since the process started (the metrics of the operators' issue read them). */
 export interface DeliveryStats {
+  /** Events expanded into their deliveries, and the deliveries added. */
+  expandedEvents: number;
+  expandedDeliveries: number;
   /** Attempts made (each sends the event once). */
   attempts: number;
   delivered: number;
@@ -107,7 +121,7 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
   // A claim holds its rows past the attempt's end, with room for a slow settle; a process that died holding
   // them gives them up when the lease ends (an outcome recorded after that is ignored: see queue.ts).
   const leaseMs = opts.timeoutMs * 3;
-  const stats: DeliveryStats = { attempts: 0, delivered: 0, retried: 0, failed: 0, inFlight: 0, claims: 0 };
+  const stats: DeliveryStats = { expandedEvents: 0, expandedDeliveries: 0, attempts: 0, delivered: 0, retried: 0, failed: 0, inFlight: 0, claims: 0 };
   const inFlight = new Set<Promise<void>>();
   let stopped = false;
 
@@ -230,13 +244,49 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
     line.push(d);
   }
 
+  // An event to expand comes with a notification (the outbox trigger's), so expansion runs when one came (or
+  // the listening connection was made again), while the last one found more, and every EXPANSION_SWEEP_MS in
+  // case a notification was lost; without notifications, every round.
+  let expansionDue = true;
+  let lastExpansion = 0;
+  /** Expands one batch of waiting events when one may be waiting; whether more may be. */
+  async function expand(): Promise<boolean> {
+    if (!expansionDue && deps.listen && Date.now() - lastExpansion < EXPANSION_SWEEP_MS) return false;
+    expansionDue = false;
+    lastExpansion = Date.now();
+    let r: { events: number; deliveries: number; more: boolean };
+    try {
+      r = await queue.expand({ events: EXPANSION_EVENTS, deliveries: EXPANSION_DELIVERIES });
+    } catch (err) {
+      expansionDue = true;
+      throw err;
+    }
+    stats.expandedEvents += r.events;
+    stats.expandedDeliveries += r.deliveries;
+    if (r.more) expansionDue = true;
+    return r.more;
+  }
+  const notified = () => {
+    expansionDue = true;
+    wake();
+  };
+
   async function run(): Promise<void> {
     let errorDelay = 0;
     while (!stopped) {
       woken = false;
+      let more: boolean;
+      try {
+        more = await expand();
+      } catch (err) {
+        errorDelay = Math.min(Math.max(errorDelay * 2, 250), 5_000);
+        log.warn("events: cannot expand events into deliveries; retrying", { err, retryMs: errorDelay });
+        await new Promise((r) => setTimeout(r, errorDelay));
+        continue;
+      }
       const free = opts.maxInFlight - heldTotal;
       if (free <= 0) {
-        await sleep(opts.pollMs);
+        if (!more) await sleep(opts.pollMs);
         continue;
       }
       let claimed: ClaimedDelivery[];
@@ -256,7 +306,7 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
         break;
       }
       for (const d of claimed) start(d);
-      if (claimed.length === 0) await sleep(opts.pollMs);
+      if (claimed.length === 0 && !more) await sleep(opts.pollMs);
     }
   }
 
@@ -277,7 +327,7 @@ export async function startDeliveryWorker(deps: DeliveryWorkerDeps): Promise<Del
     }
   }
 
-  const unlisten = deps.listen ? await deps.listen(EVENTS_CHANNEL, wake, wake) : undefined;
+  const unlisten = deps.listen ? await deps.listen(EVENTS_CHANNEL, notified, notified) : undefined;
   const running = run().catch((err: unknown) => log.error("events: delivery worker stopped", { err }));
   let pruning: Promise<void> = Promise.resolve();
   const pruneTimer = setInterval(() => {
