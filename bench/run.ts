@@ -15,6 +15,8 @@
 //     server CPU per request)
 //   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT] [--top N]   (PostgreSQL too, and
 //     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
+//   npm run bench -- oci [--rounds 3] [--mb 100] [--images 1000]   (PostgreSQL too, and Debian's skopeo and
+//     docker-registry: push and pull against the Distribution registry)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -24,6 +26,7 @@ import { benchAdvisories } from "./advisories.js";
 import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
 import { benchIam } from "./iam.js";
+import { benchOci } from "./oci.js";
 import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
 import { benchProfile } from "./profile.js";
@@ -31,7 +34,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [events] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [oci] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--built] [--top N] [--pairs N] [--mb N] [--images N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -56,6 +59,8 @@ try {
       built: { type: "boolean", default: false },
       top: { type: "string" },
       pairs: { type: "string", default: "15" },
+      mb: { type: "string", default: "100" },
+      images: { type: "string", default: "1000" },
     },
   });
 } catch (err) {
@@ -79,7 +84,12 @@ const listAdvisories = Number(values["list-advisories"]);
 const runs = Number(values.runs);
 const top = values.top === undefined ? undefined : Number(values.top);
 const pairs = Number(values.pairs);
+const mb = Number(values.mb);
+const images = Number(values.images);
 if (
+  !(mb >= 1) ||
+  !Number.isInteger(images) ||
+  images < 1 ||
   !Number.isInteger(pairs) ||
   pairs < 1 ||
   (top !== undefined && (!Number.isInteger(top) || top < 1)) ||
@@ -119,11 +129,12 @@ const benches: Record<string, () => Promise<void>> = {
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
   perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
+  oci: () => benchOci({ rounds: values.rounds === undefined ? 3 : Number(values.rounds), mb, images }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
-// With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf)
-// and ab (it needs BENCH_BEFORE_ROOT).
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab");
+// With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf),
+// ab (it needs BENCH_BEFORE_ROOT) and oci (it needs skopeo and docker-registry installed).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab" && n !== "oci");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {

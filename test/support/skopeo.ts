@@ -36,6 +36,8 @@ export interface Skopeo {
   inspect(ref: string, opts?: { raw?: boolean }): Promise<unknown>;
   listTags(ref: string): Promise<string[]>;
   delete(ref: string): Promise<void>;
+  /** Forgets where blobs were seen, so the next push uploads every blob rather than mounting it. */
+  forgetBlobLocations(): void;
   close(): void;
 }
 
@@ -46,7 +48,19 @@ export function skopeo(): Skopeo {
   const authfile = join(home, "auth.json");
   writeFileSync(authfile, JSON.stringify({ auths: {} }));
   const global = ["--insecure-policy", "--tmpdir", tmp];
-  const env = { ...process.env, HOME: home, XDG_RUNTIME_DIR: home, XDG_CONFIG_HOME: join(home, ".config"), REGISTRY_AUTH_FILE: authfile };
+  // skopeo remembers where it has seen each blob (a "blob info cache") and then mounts or skips instead of
+  // uploading; run as root it keeps that cache in /var/lib/containers, shared by every run on the machine. As
+  // a non-root user (the variable containers/image reads for that) it keeps it under XDG_DATA_HOME: here.
+  const data = join(home, "data");
+  const env = {
+    ...process.env,
+    HOME: home,
+    XDG_RUNTIME_DIR: home,
+    XDG_CONFIG_HOME: join(home, ".config"),
+    XDG_DATA_HOME: data,
+    _CONTAINERS_ROOTLESS_UID: String(process.getuid?.() || 1000),
+    REGISTRY_AUTH_FILE: authfile,
+  };
   const run = (args: readonly string[], opts: { stdin?: string } = {}) =>
     new Promise<string>((resolve, reject) => {
       const child = execFile(SKOPEO, [...global, ...args], { env, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
@@ -74,6 +88,9 @@ export function skopeo(): Skopeo {
     },
     async delete(ref) {
       await run(["delete", "--authfile", authfile, "--tls-verify=false", ref]);
+    },
+    forgetBlobLocations() {
+      rmSync(join(data, "containers", "cache"), { recursive: true, force: true });
     },
     close() {
       rmSync(home, { recursive: true, force: true });
