@@ -4,7 +4,7 @@
 // here (test/support/oci-layout.ts) into the server and back into a new layout: every blob comes back
 // byte-identical. Then `skopeo inspect`, `list-tags` and `delete`; the API shows what was pushed (ListRepos,
 // ListTags, GetSize, GetArchitectures over gRPC) and a subscription of the organization receives the push
-// events. Skipped, saying why, only where skopeo is not installed (.ci/run installs it).
+// events (and the pulls'). Skipped, saying why, only where skopeo is not installed (.ci/run installs it).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +22,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
 const PUSH_EVENT = "dev.chainguard.registry.push.v1";
+const PULL_EVENT = "dev.chainguard.registry.pull.v1";
 const SLOW = { timeout: 180_000 };
 
 const sizeOf = (image: BuiltImage) => image.config.size + image.layers.reduce((s, l) => s + l.size, 0);
@@ -145,19 +146,25 @@ if (!skopeoInstalled()) {
       expect([...archs.message!.architectures].sort()).toEqual(["amd64", "arm64"]);
     });
 
-    it("the organization's subscription receives a push event for each tag", SLOW, async () => {
-      const pushOf = (tag: string, digest: string) => (r: Received) => {
-        if (r.headers["ce-type"] !== PUSH_EVENT) return false;
-        const body = JSON.parse(r.body.toString("utf8")) as Record<string, unknown>;
+    it("the organization's subscription receives a push event for each tag, and pull events", SLOW, async () => {
+      // A delivery's data is the event's envelope: the actor and the body (the SDK's events/registry fields).
+      const bodyOf = (r: Received) => (JSON.parse(r.body.toString("utf8")) as { body: Record<string, unknown> }).body;
+      const event = (type: string, tag: string, digest: string) => (r: Received) => {
+        if (r.headers["ce-type"] !== type) return false;
+        const body = bodyOf(r);
         return body.tag === tag && body.digest === digest;
       };
-      for (const [tag, digest] of [
-        ["1.0", image.manifest.digest],
-        ["multiarch", index.index.digest],
-      ] as const) {
-        const got = await sink.waitForMatch(pushOf(tag, digest), `${PUSH_EVENT} for ${tag}`);
-        const body = JSON.parse(got.body.toString("utf8")) as Record<string, unknown>;
-        expect(String(body.repository)).toContain("skopeo-app");
+      const expected = [
+        [PUSH_EVENT, "1.0", image.manifest.digest],
+        [PUSH_EVENT, "multiarch", index.index.digest],
+        [PULL_EVENT, "1.0", image.manifest.digest],
+      ] as const;
+      for (const [type, tag, digest] of expected) {
+        const got = await sink.waitForMatch(event(type, tag, digest), `${type} for ${tag}`).catch((err: Error) => {
+          throw new Error(`${err.message}; received: ${sink.received.map((r) => `${String(r.headers["ce-type"])} ${r.body.toString("utf8").slice(0, 200)}`).join("\n")}`);
+        });
+        expect(bodyOf(got)).toMatchObject({ repository: repoName, repo_id: repoUid, type: "manifest" });
+        expect(String(bodyOf(got).user_agent)).toMatch(/skopeo|containers/i);
       }
     });
 
