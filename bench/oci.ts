@@ -26,6 +26,7 @@ import { distributionInstalled, freePort, skopeo, skopeoInstalled, startDistribu
 import { BENCH_APPLICATION, backendsCpu, metered, processCpu, type CpuMeter } from "./cpu.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
 import { say, textTable } from "./load.js";
+import { summarize } from "./profile.js";
 import { startApiServer } from "./processes.js";
 
 export interface OciBenchOptions {
@@ -34,6 +35,10 @@ export interface OciBenchOptions {
   mb: number;
   /** Small images pushed and pulled per round. */
   images: number;
+  /** Runs this server under `node --cpu-prof` and prints where its main thread spent each operation. */
+  profile?: boolean;
+  /** Functions listed per operation with --profile. */
+  top?: number;
 }
 
 const MB = 1_000_000;
@@ -130,8 +135,16 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     const { org, auth } = await ownedOrganization(database.db, issuer, 6 * 3600);
     const token = auth.authorization!.replace(/^Bearer /, "");
     await database.close();
-    const api = await startApiServer({ DATABASE_URL: url, ISSUER_URL: issuer, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" }, { quiet: true, port });
-    cleanups.push(() => api.stop());
+    const profileDir = opts.profile ? mkdtempSync(join(tmpdir(), "bench-oci-prof-")) : undefined;
+    const api = await startApiServer(
+      { DATABASE_URL: url, ISSUER_URL: issuer, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" },
+      { quiet: true, port, ...(profileDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] } : {}) },
+    );
+    let apiStopped = false;
+    cleanups.push(() => (apiStopped ? undefined : api.stop()));
+    /** The windows of each operation on this server, in microseconds of the monotonic clock (the profile's). */
+    const windows: { op: string; from: number; to: number }[] = [];
+    const now = () => Number(process.hrtime.bigint() / 1000n);
     const dist = await startDistribution();
     cleanups.push(() => dist.stop());
     const client: Skopeo = skopeo();
@@ -154,7 +167,9 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
       resetPeak(target.pid);
       const clientStart = reapedChildrenCpu();
       const start = performance.now();
+      const from = now();
       const { cpu } = await metered(target.meters, body);
+      if (target.pid === api.serverPid) windows.push({ op: op.replace(/\d+ MB$/, "single layer"), from, to: now() });
       const seconds = (performance.now() - start) / 1000;
       const sample = { op, target: target.name, bytes, seconds, cpu, client: reapedChildrenCpu() - clientStart, peakRss: statusKib(target.pid, "VmHWM") };
       samples.push(sample);
@@ -243,7 +258,37 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
         })]),
       ),
     );
+    if (profileDir) {
+      await api.stop();
+      apiStopped = true;
+      reportProfile(profileDir, windows, opts.top ?? 12);
+    }
   } finally {
     for (const c of cleanups.reverse()) await c();
+  }
+}
+
+/** This server's main thread per operation, summed over the operation's windows: self time by package and function. */
+function reportProfile(dir: string, windows: readonly { op: string; from: number; to: number }[], top: number): void {
+  // The server's profile is the largest (its tsx launcher writes one too).
+  const [file] = readdirSync(dir)
+    .filter((f) => f.endsWith(".cpuprofile"))
+    .map((f) => join(dir, f))
+    .sort((a, b) => readFileSync(b).length - readFileSync(a).length);
+  if (!file) return void say(`no CPU profile written in ${dir}`);
+  const profile = JSON.parse(readFileSync(file, "utf8")) as Parameters<typeof summarize>[0];
+  console.log(`\nThis server under --cpu-prof (${file}): main thread, not idle, by operation:`);
+  for (const op of [...new Set(windows.map((w) => w.op))]) {
+    const sum = { total: 0, byPackage: new Map<string, number>(), byFunction: new Map<string, number>() };
+    for (const w of windows.filter((x) => x.op === op)) {
+      const s = summarize(profile, w.from, w.to);
+      sum.total += s.total;
+      for (const [k, v] of s.byPackage) sum.byPackage.set(k, (sum.byPackage.get(k) ?? 0) + v);
+      for (const [k, v] of s.byFunction) sum.byFunction.set(k, (sum.byFunction.get(k) ?? 0) + v);
+    }
+    const pct = (ms: number) => `${((ms / sum.total) * 100).toFixed(1).padStart(5)}%`;
+    const sorted = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]).slice(0, top);
+    console.log(`\n${op}: ${(sum.total / 1000).toFixed(2)} s sampled; by package: ${sorted(sum.byPackage).map(([k, v]) => `${k} ${pct(v).trim()}`).join(", ")}`);
+    for (const [fn, ms] of sorted(sum.byFunction)) console.log(`  ${pct(ms)}  ${fn}`);
   }
 }

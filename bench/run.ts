@@ -15,8 +15,9 @@
 //     server CPU per request)
 //   npm run bench -- perf [--tags 100000] [--seconds 5] [--concurrency 16] [--only TEXT] [--top N]   (PostgreSQL too, and
 //     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
-//   npm run bench -- oci [--rounds 3] [--mb 100] [--images 1000]   (PostgreSQL too, and Debian's skopeo and
-//     docker-registry: push and pull against the Distribution registry)
+//   npm run bench -- oci [--rounds 3] [--mb 100] [--images 1000] [--profile] [--top N]   (PostgreSQL too, and
+//     Debian's skopeo and docker-registry: push and pull against the Distribution registry; --profile: the
+//     server under --cpu-prof, its main thread per operation)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -129,7 +130,7 @@ const benches: Record<string, () => Promise<void>> = {
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
   perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
-  oci: () => benchOci({ rounds: values.rounds === undefined ? 3 : Number(values.rounds), mb, images }),
+  oci: () => benchOci({ rounds: values.rounds === undefined ? 3 : Number(values.rounds), mb, images, profile: values.profile, top }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf),
