@@ -8,6 +8,7 @@ import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groups, outboxEvents, repoBlobs, repos } from "../../src/db/schema/index.js";
 import { mintToken } from "../../src/kernel/auth/index.js";
+import { addLogTap } from "../../src/kernel/log.js";
 import { newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
@@ -496,6 +497,21 @@ describe("the API and the events show a push", () => {
     expect(pull?.groupUid).toBe(world.org);
     const created = await server.database.db.select().from(outboxEvents).where(and(eq(outboxEvents.subject, repoUid), eq(outboxEvents.type, "dev.chainguard.api.platform.registry.repo.created.v1")));
     expect(created).toHaveLength(1);
+
+    // One access line per request, with the caller and the outcome.
+    const lines: Array<Record<string, unknown>> = [];
+    const untap = addLogTap((l) => lines.push(JSON.parse(l) as Record<string, unknown>));
+    try {
+      await http("DELETE", `/v2/${name}/manifests/v1`, { token: world.token.owner });
+      await http("GET", `/v2/${name}/manifests/v1`, { token: world.token.owner });
+    } finally {
+      untap();
+    }
+    const access = lines.filter((l) => l.msg === "request" && String(l.path).startsWith(`/v2/${name}/`));
+    expect(access.map((l) => [l.httpMethod, l.status, l.code, l.uid])).toEqual([
+      ["DELETE", 202, "OK", world.identity.owner],
+      ["GET", 404, "NOT_FOUND", world.identity.owner],
+    ]);
 
     const metrics = await server.metrics.render();
     expect(metrics.body).toMatch(/registry_pushes_total\{type="manifest"\} [1-9]/);

@@ -730,21 +730,27 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       };
     },
     async handle(req, res, path, query, record) {
+      // The access line's code: OK for every answer the spec makes a success (201, 202, 204, 206 too);
+      // an error's is read from its status.
+      record.code = 0 as Code;
       try {
         await serve(req, res, path, query, record);
       } catch (err) {
+        record.code = undefined;
         if (res.headersSent) {
           // A response under way (a blob cut off): nothing to answer with but closing.
           if (!res.writableEnded) (res as http.ServerResponse).destroy();
           return;
         }
         if (err instanceof OciError) {
+          record.code = codeOfStatus(err.status);
           // The rest of a body not read would be taken for the next request: close after answering.
           if (!(req as http.IncomingMessage).complete && req.httpVersionMajor === 1) res.setHeader("connection", "close");
           return sendError(req, res, err);
         }
         if (req.destroyed || (req as http.IncomingMessage).aborted) return;
         log.error("registry request failed", { requestId: record.id, path, err });
+        record.code = Code.Internal;
         sendError(req, res, new OciError(500, "UNKNOWN", `internal error (request id ${record.id})`));
       }
     },
@@ -767,6 +773,27 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   };
 
   return [v2, token];
+}
+
+/** The gRPC code an access line names for a spec error's status. */
+function codeOfStatus(status: number): Code {
+  switch (status) {
+    case 400:
+      return Code.InvalidArgument;
+    case 401:
+      return Code.Unauthenticated;
+    case 403:
+      return Code.PermissionDenied;
+    case 404:
+      return Code.NotFound;
+    case 405:
+      return Code.Unimplemented;
+    case 413:
+    case 416:
+      return Code.OutOfRange;
+    default:
+      return Code.Internal;
+  }
 }
 
 /** The access line's `uid`: the caller's identity, through the record's context values. */
