@@ -486,11 +486,13 @@ describe("the API and the events show a push", () => {
     const moved = await pushImage(name, "v1", world.token.owner);
     await http("GET", `/v2/${name}/manifests/v1`, { token: world.token.viewer, headers: { "user-agent": "oci-test/1.0" } });
     const events = await server.database.db.select().from(outboxEvents).where(eq(outboxEvents.subject, repoUid));
-    const pushes = events.filter((e) => e.type === "dev.chainguard.registry.push.v1").map((e) => e.body as Record<string, unknown>);
+    const pushes = events.filter((e) => e.type === "dev.chainguard.registry.push.v1" && (e.body as { type: string }).type === "manifest").map((e) => e.body as Record<string, unknown>);
     expect(pushes).toHaveLength(2);
     expect(pushes[0]).toMatchObject({ repository: name, repo_id: repoUid, tag: "v1", digest: image.digest, type: "manifest", remote_address: expect.any(String) });
     expect(pushes[0]!.when).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?$/);
     expect(pushes[1]).toMatchObject({ tag: "v1", digest: moved.digest, tag_previous_digest: image.digest });
+    const blobPushes = events.filter((e) => e.type === "dev.chainguard.registry.push.v1" && (e.body as { type: string }).type === "blob");
+    expect(blobPushes.map((e) => (e.body as { digest: string }).digest)).toContain(sha256(image.config));
     const pull = events.find((e) => e.type === "dev.chainguard.registry.pull.v1" && (e.body as { type: string }).type === "manifest");
     expect(pull?.body).toMatchObject({ repository: name, digest: moved.digest, tag: "v1", method: "GET", user_agent: "oci-test/1.0" });
     expect(pull?.actor).toBe(world.identity.viewer);

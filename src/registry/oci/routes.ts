@@ -218,6 +218,13 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       .catch((err: unknown) => log.warn("registry: pull event not recorded", { repo: repoUid, err }));
   }
 
+  async function recordBlobPush(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, digest: string) {
+    counters?.pushes.inc({ type: "blob" });
+    await store
+      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), digest, type: "blob" })
+      .catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
+  }
+
   /** The repo of a push, created when missing and the caller may create repos. */
   async function repoForPush(target: RepositoryTarget, decision: Extract<AccessDecision, { ok: true }>, repoName: string): Promise<string> {
     if (target.repoUid) return target.repoUid;
@@ -337,6 +344,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         if (size !== undefined && (await blobs.stat(mount))) {
           const repoUid = await repoForPush(target, decision, repoName);
           await store.link(repoUid, mount, size);
+          await recordBlobPush(req, target, repoUid, decision.subject, mount);
           return send(res, 201, { location: `/v2/${target.name}/blobs/${mount}`, "docker-content-digest": mount });
         }
       }
@@ -369,7 +377,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     }
     await blobs.commit(id, digest);
     await store.link(repoUid, digest, size);
-    counters?.pushes.inc({ type: "blob" });
+    await recordBlobPush(req, target, repoUid, decision.subject, digest);
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
 
@@ -401,7 +409,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     send(res, 202, { location: uploadLocation(target.name, id), range: rangeHeader(next.size), "docker-upload-uuid": id });
   }
 
-  async function putUpload(req: Req, res: Res, target: RepositoryTarget, id: string, query: URLSearchParams) {
+  async function putUpload(req: Req, res: Res, target: RepositoryTarget, id: string, query: URLSearchParams, actor: string | undefined) {
     let size = await blobs.uploadSize(id);
     if (size === undefined) throw uploadUnknown();
     const digest = query.get("digest");
@@ -420,7 +428,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       }
     }
     await finishUpload(id, size, digest, target.repoUid!);
-    counters?.pushes.inc({ type: "blob" });
+    await recordBlobPush(req, target, target.repoUid!, actor, digest);
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
 
@@ -706,7 +714,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         if (!UPLOAD_ID.test(p.id)) throw uploadUnknown();
         if (!target.repoUid) throw nameUnknown(p.name);
         if (method === "PATCH") return patchUpload(req, res, target, p.id);
-        if (method === "PUT") return putUpload(req, res, target, p.id, query);
+        if (method === "PUT") return putUpload(req, res, target, p.id, query, subject);
         if (method === "DELETE") return cancelUpload(res, p.id);
         return uploadStatus(res, target, p.id);
       }
