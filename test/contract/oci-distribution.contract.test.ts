@@ -8,6 +8,7 @@ import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groups, outboxEvents, repoBlobs, repos } from "../../src/db/schema/index.js";
 import { mintToken } from "../../src/kernel/auth/index.js";
+import { addLogTap } from "../../src/kernel/log.js";
 import { newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
@@ -485,17 +486,34 @@ describe("the API and the events show a push", () => {
     const moved = await pushImage(name, "v1", world.token.owner);
     await http("GET", `/v2/${name}/manifests/v1`, { token: world.token.viewer, headers: { "user-agent": "oci-test/1.0" } });
     const events = await server.database.db.select().from(outboxEvents).where(eq(outboxEvents.subject, repoUid));
-    const pushes = events.filter((e) => e.type === "dev.chainguard.registry.push.v1").map((e) => e.body as Record<string, unknown>);
+    const pushes = events.filter((e) => e.type === "dev.chainguard.registry.push.v1" && (e.body as { type: string }).type === "manifest").map((e) => e.body as Record<string, unknown>);
     expect(pushes).toHaveLength(2);
     expect(pushes[0]).toMatchObject({ repository: name, repo_id: repoUid, tag: "v1", digest: image.digest, type: "manifest", remote_address: expect.any(String) });
     expect(pushes[0]!.when).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?$/);
     expect(pushes[1]).toMatchObject({ tag: "v1", digest: moved.digest, tag_previous_digest: image.digest });
+    const blobPushes = events.filter((e) => e.type === "dev.chainguard.registry.push.v1" && (e.body as { type: string }).type === "blob");
+    expect(blobPushes.map((e) => (e.body as { digest: string }).digest)).toContain(sha256(image.config));
     const pull = events.find((e) => e.type === "dev.chainguard.registry.pull.v1" && (e.body as { type: string }).type === "manifest");
     expect(pull?.body).toMatchObject({ repository: name, digest: moved.digest, tag: "v1", method: "GET", user_agent: "oci-test/1.0" });
     expect(pull?.actor).toBe(world.identity.viewer);
     expect(pull?.groupUid).toBe(world.org);
     const created = await server.database.db.select().from(outboxEvents).where(and(eq(outboxEvents.subject, repoUid), eq(outboxEvents.type, "dev.chainguard.api.platform.registry.repo.created.v1")));
     expect(created).toHaveLength(1);
+
+    // One access line per request, with the caller and the outcome.
+    const lines: Array<Record<string, unknown>> = [];
+    const untap = addLogTap((l) => lines.push(JSON.parse(l) as Record<string, unknown>));
+    try {
+      await http("DELETE", `/v2/${name}/manifests/v1`, { token: world.token.owner });
+      await http("GET", `/v2/${name}/manifests/v1`, { token: world.token.owner });
+    } finally {
+      untap();
+    }
+    const access = lines.filter((l) => l.msg === "request" && String(l.path).startsWith(`/v2/${name}/`));
+    expect(access.map((l) => [l.httpMethod, l.status, l.code, l.uid])).toEqual([
+      ["DELETE", 202, "OK", world.identity.owner],
+      ["GET", 404, "NOT_FOUND", world.identity.owner],
+    ]);
 
     const metrics = await server.metrics.render();
     expect(metrics.body).toMatch(/registry_pushes_total\{type="manifest"\} [1-9]/);

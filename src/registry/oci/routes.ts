@@ -218,6 +218,13 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       .catch((err: unknown) => log.warn("registry: pull event not recorded", { repo: repoUid, err }));
   }
 
+  async function recordBlobPush(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, digest: string) {
+    counters?.pushes.inc({ type: "blob" });
+    await store
+      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), digest, type: "blob" })
+      .catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
+  }
+
   /** The repo of a push, created when missing and the caller may create repos. */
   async function repoForPush(target: RepositoryTarget, decision: Extract<AccessDecision, { ok: true }>, repoName: string): Promise<string> {
     if (target.repoUid) return target.repoUid;
@@ -337,6 +344,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         if (size !== undefined && (await blobs.stat(mount))) {
           const repoUid = await repoForPush(target, decision, repoName);
           await store.link(repoUid, mount, size);
+          await recordBlobPush(req, target, repoUid, decision.subject, mount);
           return send(res, 201, { location: `/v2/${target.name}/blobs/${mount}`, "docker-content-digest": mount });
         }
       }
@@ -369,7 +377,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     }
     await blobs.commit(id, digest);
     await store.link(repoUid, digest, size);
-    counters?.pushes.inc({ type: "blob" });
+    await recordBlobPush(req, target, repoUid, decision.subject, digest);
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
 
@@ -401,7 +409,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     send(res, 202, { location: uploadLocation(target.name, id), range: rangeHeader(next.size), "docker-upload-uuid": id });
   }
 
-  async function putUpload(req: Req, res: Res, target: RepositoryTarget, id: string, query: URLSearchParams) {
+  async function putUpload(req: Req, res: Res, target: RepositoryTarget, id: string, query: URLSearchParams, actor: string | undefined) {
     let size = await blobs.uploadSize(id);
     if (size === undefined) throw uploadUnknown();
     const digest = query.get("digest");
@@ -420,7 +428,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       }
     }
     await finishUpload(id, size, digest, target.repoUid!);
-    counters?.pushes.inc({ type: "blob" });
+    await recordBlobPush(req, target, target.repoUid!, actor, digest);
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
 
@@ -706,7 +714,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         if (!UPLOAD_ID.test(p.id)) throw uploadUnknown();
         if (!target.repoUid) throw nameUnknown(p.name);
         if (method === "PATCH") return patchUpload(req, res, target, p.id);
-        if (method === "PUT") return putUpload(req, res, target, p.id, query);
+        if (method === "PUT") return putUpload(req, res, target, p.id, query, subject);
         if (method === "DELETE") return cancelUpload(res, p.id);
         return uploadStatus(res, target, p.id);
       }
@@ -730,21 +738,27 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       };
     },
     async handle(req, res, path, query, record) {
+      // The access line's code: OK for every answer the spec makes a success (201, 202, 204, 206 too);
+      // an error's is read from its status.
+      record.code = 0 as Code;
       try {
         await serve(req, res, path, query, record);
       } catch (err) {
+        record.code = undefined;
         if (res.headersSent) {
           // A response under way (a blob cut off): nothing to answer with but closing.
           if (!res.writableEnded) (res as http.ServerResponse).destroy();
           return;
         }
         if (err instanceof OciError) {
+          record.code = codeOfStatus(err.status);
           // The rest of a body not read would be taken for the next request: close after answering.
           if (!(req as http.IncomingMessage).complete && req.httpVersionMajor === 1) res.setHeader("connection", "close");
           return sendError(req, res, err);
         }
         if (req.destroyed || (req as http.IncomingMessage).aborted) return;
         log.error("registry request failed", { requestId: record.id, path, err });
+        record.code = Code.Internal;
         sendError(req, res, new OciError(500, "UNKNOWN", `internal error (request id ${record.id})`));
       }
     },
@@ -767,6 +781,27 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   };
 
   return [v2, token];
+}
+
+/** The gRPC code an access line names for a spec error's status. */
+function codeOfStatus(status: number): Code {
+  switch (status) {
+    case 400:
+      return Code.InvalidArgument;
+    case 401:
+      return Code.Unauthenticated;
+    case 403:
+      return Code.PermissionDenied;
+    case 404:
+      return Code.NotFound;
+    case 405:
+      return Code.Unimplemented;
+    case 413:
+    case 416:
+      return Code.OutOfRange;
+    default:
+      return Code.Internal;
+  }
 }
 
 /** The access line's `uid`: the caller's identity, through the record's context values. */
