@@ -239,13 +239,14 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
           ips: op.endsWith("small") ? median(s.map((x) => opts.images / x.seconds)) : NaN,
         };
         const p = per[t.name]!;
-        rows.push([op, t.name, cell(p.mbs), cell(p.ips), cell(p.cpu), cell(p.pg), cell(p.client), mib(p.rss)]);
+        const perImage = op.endsWith("small") ? smallBytes / MB / opts.images : NaN;
+        rows.push([op, t.name, cell(p.mbs), cell(p.ips), cell(p.cpu), cell(p.pg), cell(p.client), cell(p.cpu * perImage), cell(p.pg * perImage), mib(p.rss)]);
       }
       const a = per[targets[0]!.name]!;
       const b = per[targets[1]!.name]!;
       ratio.push([op, `${(a.mbs / b.mbs).toFixed(2)}×`, `${(a.cpu / b.cpu).toFixed(2)}×`, `${((a.cpu + (Number.isFinite(a.pg) ? a.pg : 0)) / b.cpu).toFixed(2)}×`, `${(a.rss / b.rss).toFixed(2)}×`]);
     }
-    console.log(textTable(["operation", "server", "MB/s", "images/s", "server CPU ms/MB", "PostgreSQL CPU ms/MB", "skopeo CPU ms/MB", "peak RSS MiB"], rows));
+    console.log(textTable(["operation", "server", "MB/s", "images/s", "server CPU ms/MB", "PostgreSQL CPU ms/MB", "skopeo CPU ms/MB", "server CPU ms/image", "PostgreSQL CPU ms/image", "peak RSS MiB"], rows));
     console.log("\nThis server / Distribution:\n");
     console.log(textTable(["operation", "MB/s", "server CPU/MB", "server+PostgreSQL CPU/MB", "peak RSS"], ratio));
     console.log(`\nPeak RSS (MiB) by blob size, one single-layer image pushed then pulled (RSS before: ${targets.map((t) => `${t.name} ${mib(rssBefore[t.name]!)}`).join(", ")}):\n`);
