@@ -4,6 +4,7 @@
 // _token, bearer, another audience, a pull token used to push, anonymous and public), blobs per repository
 // across organizations, and what the API and the outbox show of a push.
 import { createHash } from "node:crypto";
+import http2 from "node:http2";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groups, outboxEvents, repoBlobs, repos } from "../../src/db/schema/index.js";
@@ -217,6 +218,49 @@ describe("pull", () => {
     const noRepo = await http("GET", `/v2/${world.org}/no-such-repo/manifests/latest`, { token: world.token.viewer });
     expect(noRepo.status).toBe(404);
     expect(codeOf(noRepo)).toBe("NAME_UNKNOWN");
+  });
+});
+
+/** One request over HTTP/2 cleartext (as clients do over TLS with ALPN h2). */
+function h2(method: string, path: string, token: string, body?: Buffer, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: http2.IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
+    const session = http2.connect(server.baseUrl);
+    session.on("error", reject);
+    const stream = session.request({ ":method": method, ":path": path, authorization: `Bearer ${token}`, ...headers });
+    const chunks: Buffer[] = [];
+    let head: http2.IncomingHttpHeaders = {};
+    stream.on("response", (h) => (head = h));
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("end", () => {
+      session.close();
+      resolve({ status: Number(head[":status"]), headers: head, bytes: Buffer.concat(chunks) });
+    });
+    stream.on("error", reject);
+    stream.end(body);
+  });
+}
+
+describe("over HTTP/2", () => {
+  it("pushes a blob in chunks and a manifest, and pulls them back", async () => {
+    const name = `${world.org}/over-h2`;
+    const layer = Buffer.alloc(300_000, 7);
+    const start = await h2("POST", `/v2/${name}/blobs/uploads/`, world.token.owner);
+    expect(start.status).toBe(202);
+    const location = String(start.headers.location);
+    expect((await h2("PATCH", location, world.token.owner, layer.subarray(0, 100_000), { "content-type": "application/octet-stream" })).headers.range).toBe("0-99999");
+    const done = await h2("PUT", `${location}?digest=${sha256(layer)}`, world.token.owner, layer.subarray(100_000), { "content-type": "application/octet-stream" });
+    expect(done.status).toBe(201);
+    const image = imageOf([layer]);
+    expect((await h2("POST", `/v2/${name}/blobs/uploads/?digest=${sha256(image.config)}`, world.token.owner, image.config)).status).toBe(201);
+    const put = await h2("PUT", `/v2/${name}/manifests/v1`, world.token.owner, image.manifest, { "content-type": OCI_MANIFEST });
+    expect(put.status).toBe(201);
+    const tooLarge = await h2("PUT", `/v2/${name}/manifests/v2`, world.token.owner, Buffer.alloc(4 * 1024 * 1024 + 1, 0x20), { "content-type": OCI_MANIFEST });
+    expect(tooLarge.status).toBe(413);
+    const manifest = await h2("GET", `/v2/${name}/manifests/v1`, world.token.viewer);
+    expect(manifest.bytes.equals(image.manifest)).toBe(true);
+    const blob = await h2("GET", `/v2/${name}/blobs/${sha256(layer)}`, world.token.viewer);
+    expect(blob.status).toBe(200);
+    expect(blob.bytes.equals(layer)).toBe(true);
   });
 });
 

@@ -252,7 +252,15 @@ export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthor
         if (merged) merged.actions = [...new Set([...merged.actions, ...granted])];
         else access.push({ type: "repository", name, actions: granted });
       }
-      const subject = caller.access ? (caller.access.actingAs ?? caller.access.principal.identityUid) : ANONYMOUS;
+      let subject = ANONYMOUS;
+      if (caller.access) {
+        try {
+          subject = caller.access.actingAs ?? caller.access.principal.identityUid;
+        } catch (err) {
+          // A token several identities share, none chosen by a grant: the caller is to exchange it for one.
+          return send(400, { errors: [{ code: "DENIED", message: (err as Error).message, detail: null }] });
+        }
+      }
       const { token, expiry } = await mintToken(deps.keys, {
         issuer: deps.issuerUrl,
         subject,
