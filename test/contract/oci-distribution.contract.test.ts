@@ -7,10 +7,12 @@ import { createHash } from "node:crypto";
 import http2 from "node:http2";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { groups, outboxEvents, repoBlobs, repos } from "../../src/db/schema/index.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { groups, identities, outboxEvents, repoBlobs, repos, roleBindings, roles } from "../../src/db/schema/index.js";
 import { mintToken } from "../../src/kernel/auth/index.js";
 import { addLogTap } from "../../src/kernel/log.js";
-import { newRootUid } from "../../src/kernel/uidp.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
@@ -431,6 +433,30 @@ describe("names and authorization", () => {
     expect(codeOf(denied)).toBe("DENIED");
     const stranger = await http("GET", `/v2/${world.org}/pull/tags/list`, { token: world.token.stranger });
     expect(codeOf(stranger)).toBe("DENIED");
+    // An identity confined to a subgroup does not reach its organization's repos (whatever its role there).
+    const confined = await http("GET", `/v2/${world.org}/pull/tags/list`, { token: world.token.confined });
+    expect(codeOf(confined)).toBe("DENIED");
+
+    // A role that may push manifests and tags but not create repos: existing repos only.
+    const { db } = server.database;
+    const role = newChildUid(world.org);
+    await db.insert(roles).values({
+      uid: role,
+      parentUid: world.org,
+      name: "pusher",
+      capabilities: [Capability.CAP_REPO_BLOBS_GET, Capability.CAP_MANIFEST_CREATE, Capability.CAP_TAG_CREATE],
+    });
+    const pusher = newRootUid();
+    await db.insert(identities).values({ uid: pusher, parentUid: null, name: "pusher", relationship: { claimMatch: { issuer: "https://issuer.test", subject: pusher } }, relationshipType: RelationshipType.CLAIM_MATCH, issuer: "https://issuer.test", subject: pusher });
+    await db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: pusher, roleUid: role });
+    const token = await server.token(pusher);
+    const missing = await http("POST", `/v2/${world.org}/not-created/blobs/uploads/`, { token });
+    expect(missing.status).toBe(404);
+    expect(codeOf(missing)).toBe("NAME_UNKNOWN");
+    const [none] = await db.select({ uid: repos.uid }).from(repos).where(and(eq(repos.groupUid, world.org), eq(repos.name, "not-created")));
+    expect(none).toBeUndefined();
+    await pushImage(`${world.org}/pusher-target`, "by-owner", world.token.owner);
+    await pushImage(`${world.org}/pusher-target`, "by-pusher", token);
   });
 });
 
