@@ -44,11 +44,11 @@ type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** The largest manifest accepted (and the largest config blob read for its platform). */
-export const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
+const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 /** Tags answered when a tags list names no n, and the most a page holds. */
 const MAX_TAGS_PAGE = 1000;
 
-export const MEDIA = {
+const MEDIA = {
   ociManifest: "application/vnd.oci.image.manifest.v1+json",
   ociIndex: "application/vnd.oci.image.index.v1+json",
   dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",
