@@ -4,12 +4,15 @@
 // _token, bearer, another audience, a pull token used to push, anonymous and public), blobs per repository
 // across organizations, and what the API and the outbox show of a push.
 import { createHash } from "node:crypto";
+import http2 from "node:http2";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { groups, outboxEvents, repoBlobs, repos } from "../../src/db/schema/index.js";
+import { Capability } from "../../gen/capabilities/capabilities_pb.js";
+import { RelationshipType } from "../../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { groups, identities, outboxEvents, repoBlobs, repos, roleBindings, roles } from "../../src/db/schema/index.js";
 import { mintToken } from "../../src/kernel/auth/index.js";
 import { addLogTap } from "../../src/kernel/log.js";
-import { newRootUid } from "../../src/kernel/uidp.js";
+import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
@@ -220,6 +223,49 @@ describe("pull", () => {
   });
 });
 
+/** One request over HTTP/2 cleartext (as clients do over TLS with ALPN h2). */
+function h2(method: string, path: string, token: string, body?: Buffer, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: http2.IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
+    const session = http2.connect(server.baseUrl);
+    session.on("error", reject);
+    const stream = session.request({ ":method": method, ":path": path, authorization: `Bearer ${token}`, ...headers });
+    const chunks: Buffer[] = [];
+    let head: http2.IncomingHttpHeaders = {};
+    stream.on("response", (h) => (head = h));
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("end", () => {
+      session.close();
+      resolve({ status: Number(head[":status"]), headers: head, bytes: Buffer.concat(chunks) });
+    });
+    stream.on("error", reject);
+    stream.end(body);
+  });
+}
+
+describe("over HTTP/2", () => {
+  it("pushes a blob in chunks and a manifest, and pulls them back", async () => {
+    const name = `${world.org}/over-h2`;
+    const layer = Buffer.alloc(300_000, 7);
+    const start = await h2("POST", `/v2/${name}/blobs/uploads/`, world.token.owner);
+    expect(start.status).toBe(202);
+    const location = String(start.headers.location);
+    expect((await h2("PATCH", location, world.token.owner, layer.subarray(0, 100_000), { "content-type": "application/octet-stream" })).headers.range).toBe("0-99999");
+    const done = await h2("PUT", `${location}?digest=${sha256(layer)}`, world.token.owner, layer.subarray(100_000), { "content-type": "application/octet-stream" });
+    expect(done.status).toBe(201);
+    const image = imageOf([layer]);
+    expect((await h2("POST", `/v2/${name}/blobs/uploads/?digest=${sha256(image.config)}`, world.token.owner, image.config)).status).toBe(201);
+    const put = await h2("PUT", `/v2/${name}/manifests/v1`, world.token.owner, image.manifest, { "content-type": OCI_MANIFEST });
+    expect(put.status).toBe(201);
+    const tooLarge = await h2("PUT", `/v2/${name}/manifests/v2`, world.token.owner, Buffer.alloc(4 * 1024 * 1024 + 1, 0x20), { "content-type": OCI_MANIFEST });
+    expect(tooLarge.status).toBe(413);
+    const manifest = await h2("GET", `/v2/${name}/manifests/v1`, world.token.viewer);
+    expect(manifest.bytes.equals(image.manifest)).toBe(true);
+    const blob = await h2("GET", `/v2/${name}/blobs/${sha256(layer)}`, world.token.viewer);
+    expect(blob.status).toBe(200);
+    expect(blob.bytes.equals(layer)).toBe(true);
+  });
+});
+
 describe("push", () => {
   it("POST then PUT with the body, and a sha512 digest", async () => {
     const name = `${world.org}/post-put`;
@@ -387,6 +433,30 @@ describe("names and authorization", () => {
     expect(codeOf(denied)).toBe("DENIED");
     const stranger = await http("GET", `/v2/${world.org}/pull/tags/list`, { token: world.token.stranger });
     expect(codeOf(stranger)).toBe("DENIED");
+    // An identity confined to a subgroup does not reach its organization's repos (whatever its role there).
+    const confined = await http("GET", `/v2/${world.org}/pull/tags/list`, { token: world.token.confined });
+    expect(codeOf(confined)).toBe("DENIED");
+
+    // A role that may push manifests and tags but not create repos: existing repos only.
+    const { db } = server.database;
+    const role = newChildUid(world.org);
+    await db.insert(roles).values({
+      uid: role,
+      parentUid: world.org,
+      name: "pusher",
+      capabilities: [Capability.CAP_REPO_BLOBS_GET, Capability.CAP_MANIFEST_CREATE, Capability.CAP_TAG_CREATE],
+    });
+    const pusher = newRootUid();
+    await db.insert(identities).values({ uid: pusher, parentUid: null, name: "pusher", relationship: { claimMatch: { issuer: "https://issuer.test", subject: pusher } }, relationshipType: RelationshipType.CLAIM_MATCH, issuer: "https://issuer.test", subject: pusher });
+    await db.insert(roleBindings).values({ uid: newChildUid(world.org), groupUid: world.org, identityUid: pusher, roleUid: role });
+    const token = await server.token(pusher);
+    const missing = await http("POST", `/v2/${world.org}/not-created/blobs/uploads/`, { token });
+    expect(missing.status).toBe(404);
+    expect(codeOf(missing)).toBe("NAME_UNKNOWN");
+    const [none] = await db.select({ uid: repos.uid }).from(repos).where(and(eq(repos.groupUid, world.org), eq(repos.name, "not-created")));
+    expect(none).toBeUndefined();
+    await pushImage(`${world.org}/pusher-target`, "by-owner", world.token.owner);
+    await pushImage(`${world.org}/pusher-target`, "by-pusher", token);
   });
 });
 

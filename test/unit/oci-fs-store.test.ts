@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UploadOffsetError, type BlobStore } from "../../src/registry/oci/contracts.js";
-import { createFsBlobStore, registryStorageDir } from "../../src/registry/oci/fs-store.js";
+import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
+import { loadConfig } from "../../src/config.js";
 import { isValidName, parseV2Path } from "../../src/registry/oci/names.js";
 
 let dir: string;
@@ -79,9 +80,10 @@ describe("filesystem blob store", () => {
     await expect(store.stat("sha256:../../etc")).rejects.toThrow(/digest/);
   });
 
-  it("lives under REGISTRY_STORAGE_DIR, else the data directory's registry folder", () => {
-    expect(registryStorageDir({ registryStorageDir: "/srv/blobs", dataDir: "/data" })).toBe("/srv/blobs");
-    expect(registryStorageDir({ dataDir: "/data" })).toBe("/data/registry");
+  it("lives under REGISTRY_STORAGE_DIR, else the data directory's registry folder, with or without DATABASE_URL", () => {
+    expect(loadConfig({ REGISTRY_STORAGE_DIR: "/srv/blobs", DATA_DIR: "/data" }).registryStorageDir).toBe("/srv/blobs");
+    expect(loadConfig({ DATA_DIR: "/data" }).registryStorageDir).toBe("/data/registry");
+    expect(loadConfig({ DATABASE_URL: "postgres://db/x" }).registryStorageDir).toBe(join(process.cwd(), ".data", "registry"));
   });
 });
 

@@ -28,7 +28,7 @@ import { isValidName } from "./names.js";
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
 
-export const ACTION_CAPABILITIES: Readonly<Record<RegistryAction, readonly Capability[]>> = {
+const ACTION_CAPABILITIES: Readonly<Record<RegistryAction, readonly Capability[]>> = {
   pull: [Capability.CAP_REPO_BLOBS_GET],
   push: [Capability.CAP_MANIFEST_CREATE, Capability.CAP_TAG_CREATE],
   delete: [Capability.CAP_MANIFEST_DELETE, Capability.CAP_TAG_DELETE],
@@ -38,7 +38,7 @@ const ACTIONS: readonly RegistryAction[] = ["pull", "push", "delete"];
 /** The subject of a registry token minted for a caller without credentials (public repos only). */
 const ANONYMOUS = "anonymous";
 /** Lifetime of a registry token. Clients ask again when one is refused. */
-export const REGISTRY_TOKEN_TTL_SECONDS = 900;
+const REGISTRY_TOKEN_TTL_SECONDS = 900;
 /** Scopes one token request may name. */
 const MAX_SCOPES = 20;
 
@@ -252,7 +252,15 @@ export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthor
         if (merged) merged.actions = [...new Set([...merged.actions, ...granted])];
         else access.push({ type: "repository", name, actions: granted });
       }
-      const subject = caller.access ? (caller.access.actingAs ?? caller.access.principal.identityUid) : ANONYMOUS;
+      let subject = ANONYMOUS;
+      if (caller.access) {
+        try {
+          subject = caller.access.actingAs ?? caller.access.principal.identityUid;
+        } catch (err) {
+          // A token several identities share, none chosen by a grant: the caller is to exchange it for one.
+          return send(400, { errors: [{ code: "DENIED", message: (err as Error).message, detail: null }] });
+        }
+      }
       const { token, expiry } = await mintToken(deps.keys, {
         issuer: deps.issuerUrl,
         subject,

@@ -188,8 +188,3 @@ export function createFsBlobStore(root: string): BlobStore {
     },
   };
 }
-
-/** Where the filesystem store keeps its files: REGISTRY_STORAGE_DIR, else <DATA_DIR>/registry. */
-export function registryStorageDir(env: { registryStorageDir?: string | undefined; dataDir: string }): string {
-  return env.registryStorageDir ?? join(env.dataDir, "registry");
-}

@@ -17,6 +17,7 @@
 import { createHash, randomUUID, type Hash } from "node:crypto";
 import type http from "node:http";
 import type http2 from "node:http2";
+import { constants as http2constants } from "node:http2";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { create } from "@bufbuild/protobuf";
@@ -43,11 +44,11 @@ type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
 
 /** The largest manifest accepted (and the largest config blob read for its platform). */
-export const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
+const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 /** Tags answered when a tags list names no n, and the most a page holds. */
 const MAX_TAGS_PAGE = 1000;
 
-export const MEDIA = {
+const MEDIA = {
   ociManifest: "application/vnd.oci.image.manifest.v1+json",
   ociIndex: "application/vnd.oci.image.index.v1+json",
   dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",
@@ -493,7 +494,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     try {
       bytes = await readBody(req as Parameters<typeof readBody>[0], MAX_MANIFEST_BYTES);
     } catch (err) {
-      if (err instanceof BodyTooLargeError) throw new OciError(413, "SIZE_INVALID", `a manifest may be at most ${MAX_MANIFEST_BYTES} bytes`, { limit: MAX_MANIFEST_BYTES }, { connection: "close" });
+      if (err instanceof BodyTooLargeError) throw new OciError(413, "SIZE_INVALID", `a manifest may be at most ${MAX_MANIFEST_BYTES} bytes`, { limit: MAX_MANIFEST_BYTES });
       throw err;
     }
     counters?.bytesIn.inc(bytes.length);
@@ -747,7 +748,9 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         record.code = undefined;
         if (res.headersSent) {
           // A response under way (a blob cut off): nothing to answer with but closing.
-          if (!res.writableEnded) (res as http.ServerResponse).destroy();
+          if (res.writableEnded) return;
+          if (req.httpVersionMajor === 2) (res as http2.Http2ServerResponse).stream.close(http2constants.NGHTTP2_INTERNAL_ERROR);
+          else (res as http.ServerResponse).destroy();
           return;
         }
         if (err instanceof OciError) {

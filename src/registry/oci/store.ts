@@ -219,5 +219,3 @@ export function createOciStore(db: Executor) {
     },
   };
 }
-
-export type OciStore = ReturnType<typeof createOciStore>;
