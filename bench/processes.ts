@@ -66,12 +66,13 @@ export function residentBytes(pid: number): number {
  */
 export async function startApiServer(
   env: Record<string, string> = {},
-  opts: { quiet?: boolean; nodeArgs?: string[]; root?: string; built?: string } = {},
+  opts: { quiet?: boolean; nodeArgs?: string[]; root?: string; built?: string; port?: number } = {},
 ): Promise<Child & { port: number; serverPid: number }> {
   // root: another checkout's server (e.g. the code before a change, to measure both in one run).
   const root = opts.root ?? ownRoot;
   const tsx = join(root, "node_modules", ".bin", "tsx");
-  const port = await freePort();
+  // port: chosen by the caller when the server must know its own address before it starts (ISSUER_URL).
+  const port = opts.port ?? (await freePort());
   const dataDir = mkdtempSync(join(tmpdir(), "bench-data-"));
   // quiet: the server's stdout (development mode prints a login token there) is dropped; its log (stderr) stays.
   // nodeArgs (e.g. --cpu-prof, which NODE_OPTIONS refuses): node runs the server itself, with tsx as a loader.

@@ -21,6 +21,9 @@
 //     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
 //   npm run bench -- growth [--only tags|advisories] [--sizes N,N,N] [--seconds 3] [--concurrency 8] [--rounds 3]
 //     (PostgreSQL too; the cost of ListTags and ListAdvisories as the data grows, each plan choice)
+//   npm run bench -- oci [--rounds 3] [--mb 100] [--images 1000] [--profile] [--top N]   (PostgreSQL too, and
+//     Debian's skopeo and docker-registry: push and pull against the Distribution registry; --profile: the
+//     server under --cpu-prof, its main thread per operation)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -33,6 +36,7 @@ import { benchEvents } from "./events.js";
 import { benchGrowth } from "./growth.js";
 import { benchFanOut } from "./fan-out.js";
 import { benchIam } from "./iam.js";
+import { benchOci } from "./oci.js";
 import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
 import { benchProfile } from "./profile.js";
@@ -40,7 +44,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [oci] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -66,6 +70,8 @@ try {
       built: { type: "boolean", default: false },
       top: { type: "string" },
       pairs: { type: "string", default: "15" },
+      mb: { type: "string", default: "100" },
+      images: { type: "string", default: "1000" },
     },
   });
 } catch (err) {
@@ -90,7 +96,12 @@ const runs = Number(values.runs);
 const top = values.top === undefined ? undefined : Number(values.top);
 const pairs = Number(values.pairs);
 const sizes = values.sizes?.split(",").map(Number);
+const mb = Number(values.mb);
+const images = Number(values.images);
 if (
+  !(mb >= 1) ||
+  !Number.isInteger(images) ||
+  images < 1 ||
   !Number.isInteger(pairs) ||
   pairs < 1 ||
   (top !== undefined && (!Number.isInteger(top) || top < 1)) ||
@@ -134,11 +145,12 @@ const benches: Record<string, () => Promise<void>> = {
   perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   growth: () => benchGrowth({ only: values.only, sizes, seconds: seconds(3), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
+  oci: () => benchOci({ rounds: values.rounds === undefined ? 3 : Number(values.rounds), mb, images, profile: values.profile, top }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf),
-// ab (it needs BENCH_BEFORE_ROOT) and growth (it seeds 10,000,000 tags: name it).
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab" && n !== "growth");
+// ab (it needs BENCH_BEFORE_ROOT), growth (it seeds 10,000,000 tags: name it) and oci (it needs skopeo and docker-registry installed).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab" && n !== "growth" && n !== "oci");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {

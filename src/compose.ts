@@ -17,6 +17,7 @@ import type { RateLimits } from "./kernel/rate-limit.js";
 import type { SinkPolicy } from "./events/sinks.js";
 import type { DeliveryOptions, DeliveryWorker } from "./events/delivery/worker.js";
 import type { App, RequestLimits } from "./server/app.js";
+import type { BlobStore } from "./registry/oci/contracts.js";
 import type { listenMetrics, MetricsListener } from "./server/metrics-route.js";
 
 /** The modules that serve, loaded side by side with the database's start. */
@@ -111,6 +112,8 @@ export interface ComposeDeps {
   metricsToken?: string | undefined;
   /** The event delivery worker's settings, when it is started (startEventDelivery). */
   delivery?: Partial<DeliveryOptions>;
+  /** Where the registry keeps blobs (/v2/). Default none: the registry's data plane is not served. */
+  blobs?: BlobStore | undefined;
 }
 
 export interface Composed {
@@ -176,7 +179,10 @@ export async function composeApp(deps: ComposeDeps): Promise<Composed> {
       rateLimits: deps.rateLimits,
       refreshTokenTtlSeconds: deps.refreshTokenTtlSeconds,
     }),
-    buildModule(modules.registry, kernel),
+    buildModule(modules.registry, {
+      ...kernel,
+      dataPlane: deps.blobs ? { blobs: deps.blobs, directory: hooks.directory, external, grants: grants.get } : undefined,
+    }),
     events,
     buildModule(modules.libraries, kernel),
     buildModule(modules.vulnerabilities, kernel),
@@ -334,6 +340,7 @@ export async function start(): Promise<Running> {
     throw listenFailure(err, config) ?? err;
   });
   const { openDatabase } = await import("./db/client.js");
+  const { createFsBlobStore } = await import("./registry/oci/fs-store.js");
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
   const { ensureSecret, createKeyStore, ensureManagedRoles, sinkPolicyFor, publicOnlyFetch, systemResolver, listen } = await loaded();
   config = await keepDevelopmentIssuer(database.db, config);
@@ -372,6 +379,7 @@ export async function start(): Promise<Running> {
       ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     },
     delivery: deliveryOptions,
+    blobs: createFsBlobStore(config.registryStorageDir),
   });
   const { app } = composed;
   const listener = await listen(app.handler, {
@@ -380,6 +388,7 @@ export async function start(): Promise<Running> {
     tls: config.tls,
     errorDomain: config.serviceDomain,
     limits: { ...config.connections, requestTimeoutMs: config.requestTimeoutMs },
+    streamsBody: app.streamsBody,
   }).catch((err: unknown) => {
     throw listenFailure(err, config) ?? err;
   });

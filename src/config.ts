@@ -1,6 +1,6 @@
 // The environment, parsed and validated once at start-up. Nothing else reads process.env.
 import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 
 export interface Config {
   /** Port serving gRPC, gRPC-web, Connect and REST (HTTP/1.1 and HTTP/2; TLS too when configured). */
@@ -14,6 +14,11 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Where the embedded database keeps its files. */
   dataDir: string;
+  /**
+   * Where the registry's filesystem blob store keeps blobs and uploads (REGISTRY_STORAGE_DIR); default
+   * <dataDir>/registry, also when DATABASE_URL is set (DATA_DIR then holds only the blobs: default ./.data).
+   */
+  registryStorageDir: string;
   /** PEM certificate and key; when both are set, TLS is served on the same port as cleartext. */
   tls: { cert: Buffer; key: Buffer } | undefined;
   /** Suffix of every ErrorInfo.domain: "<api>.<serviceDomain>", for example iam.platform.local. */
@@ -370,6 +375,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
     databaseUrl: parseDatabaseUrl(env.DATABASE_URL),
     dataDir: resolve(env.DATA_DIR || ".data"),
+    registryStorageDir: resolve(env.REGISTRY_STORAGE_DIR || join(env.DATA_DIR || ".data", "registry")),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
     serviceDomain,
     mode,

@@ -57,6 +57,13 @@ export interface HttpRoute {
   handles(path: string): boolean;
   /** Answers one request; `query` is what follows the path's `?` (empty when none). */
   handle(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, path: string, query: string, record: RequestRecord): Promise<void>;
+  /**
+   * Whether a request's body streams (a blob upload): the listener then gives it an idle timeout instead of
+   * the whole-request deadline (server/listener.ts), and no size limit applies but the route's own.
+   */
+  streamsBody?(method: string, path: string): boolean;
+  /** Registers the route's own metrics on the server's registry. */
+  observe?(registry: Registry): void;
 }
 
 /** A domain's background worker while it runs. */

@@ -29,6 +29,7 @@ export function toRepo(row: RepoRow): Repo {
     customOverlay: fromStored(CustomOverlaySchema, row.customOverlay ?? null),
     createTime: timestampOf(row.createTime),
     updateTime: timestampOf(row.updateTime),
+    public: row.public,
   };
 }
 
@@ -51,6 +52,7 @@ export function repoFields(repo: Repo): RepoFields {
     activeTags: repo.activeTags,
     syncConfig: toStored(SyncConfigSchema, repo.syncConfig),
     customOverlay: toStored(CustomOverlaySchema, repo.customOverlay),
+    public: repo.public,
   };
 }
 

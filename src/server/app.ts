@@ -92,6 +92,8 @@ export const defaultRequestLimits: RequestLimits = {
 
 export interface App {
   handler: RequestHandler;
+  /** Whether a request's body streams (the listener's streamsBody: an idle timeout instead of the request deadline). */
+  streamsBody(method: string, path: string): boolean;
   /** This server's metrics (its own registry): the metrics listener serves them; the workers add theirs. */
   metrics: Metrics;
   /** Marks the service NOT_SERVING for health checks (first step of a graceful stop). */
@@ -220,6 +222,7 @@ export function createApp(deps: AppDeps): App {
 
   const metrics = createMetrics();
   metrics.observeDatabase(deps.database.stats);
+  for (const r of deps.routes) r.observe?.(metrics.registry);
   const observer = createObserver(metrics);
   const metricsRoute = deps.metricsToken ? createMetricsRoute(metrics, deps.metricsToken) : undefined;
 
@@ -278,8 +281,10 @@ export function createApp(deps: AppDeps): App {
     gateway.handle(req, res, record).catch((err: unknown) => log.error("gateway failed", { requestId: record.id, path, err }));
   };
 
+  const streaming = deps.routes.filter((r) => r.streamsBody);
   return {
     handler: withCors(handler, deps.corsAllowedOrigins ?? []),
+    streamsBody: (method, path) => streaming.some((r) => r.handles(path) && r.streamsBody!(method, path)),
     metrics,
     drain: () => health.shutdown(),
     async close() {

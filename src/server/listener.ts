@@ -31,6 +31,11 @@ export interface ListenOptions {
   errorDomain: string;
   /** Timeouts and the per-address cap (config.connections, config.requestTimeoutMs); unset: DEFAULT_LIMITS. */
   limits?: Partial<ConnectionLimits & { requestTimeoutMs: number }> | undefined;
+  /**
+   * Requests whose body streams (registry blob uploads, of any size): instead of arriving whole within the
+   * request timeout, such a body must only never stall for that long (an idle timeout). Default: none.
+   */
+  streamsBody?: ((method: string, path: string) => boolean) | undefined;
 }
 
 export interface Listener {
@@ -109,7 +114,10 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
   const maxPerAddress = given.maxPerAddress ?? DEFAULT_LIMITS.connections.maxPerAddress;
   // How often Node looks for HTTP/1.1 requests past their time: a timeout is enforced up to this late.
   const checkEveryMs = Math.max(10, Math.min(1_000, Math.floor(headersMs / 4)));
-  const nodeTimeouts = { headersTimeout: headersMs, requestTimeout: requestMs, keepAliveTimeout: idleMs, connectionsCheckingInterval: checkEveryMs };
+  const streamsBody = opts.streamsBody;
+  // With streaming bodies, Node's whole-request timeout (which cannot spare one request) is replaced by this
+  // listener's own, per request (see deadlineOf below); without, Node's stays.
+  const nodeTimeouts = { headersTimeout: headersMs, requestTimeout: streamsBody ? 0 : requestMs, keepAliveTimeout: idleMs, connectionsCheckingInterval: checkEveryMs };
 
   let closing = false;
   // HTTP/1.1 connections (cleartext, and over TLS once they made a request), with the requests each has under
@@ -139,6 +147,7 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       const state = h1State(socket);
       clearTimeout(state.awaiting);
       state.responses.add(res as http.ServerResponse);
+      if (streamsBody && !(req as http.IncomingMessage).complete) deadlineOf(req as http.IncomingMessage, res as http.ServerResponse, streamsBody);
       res.once("close", () => {
         state.responses.delete(res as http.ServerResponse);
         if (state.responses.size > 0) return;
@@ -151,6 +160,36 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       });
     }
     handler(req, res);
+  };
+  /**
+   * An HTTP/1.1 request's body must arrive within the request timeout, as Node would enforce (408, then the
+   * connection closed), unless it streams: then it must never stall for the request timeout (the socket's
+   * idle timeout, reset by every byte).
+   */
+  const deadlineOf = (req: http.IncomingMessage, res: http.ServerResponse, streams: (method: string, path: string) => boolean) => {
+    const socket = req.socket;
+    const path = (req.url ?? "/").split("?", 1)[0]!;
+    if (streams(req.method ?? "GET", path)) {
+      const stalled = () => socket.destroy();
+      socket.setTimeout(requestMs);
+      socket.on("timeout", stalled);
+      const done = () => {
+        socket.setTimeout(0);
+        socket.off("timeout", stalled);
+      };
+      req.once("end", done);
+      req.once("close", done);
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (req.complete) return;
+      const err = Object.assign(new Error("request timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
+      answerClientError(err, socket, opts.errorDomain, res.headersSent);
+    }, requestMs);
+    timer.unref();
+    const done = () => clearTimeout(timer);
+    req.once("end", done);
+    req.once("close", done);
   };
   const closeIdleH1 = () => {
     for (const [socket, state] of h1Conns) if (state.responses.size === 0) socket.destroy();
@@ -177,8 +216,13 @@ export async function listen(handler: RequestHandler, opts: ListenOptions): Prom
       if (closing) session.close(); // a connection accepted before the close, classified after it
     });
     s?.on("stream", (stream, headers) => {
-      // A request must end (END_STREAM) within the request timeout, as an HTTP/1.1 body must arrive.
+      // A request must end (END_STREAM) within the request timeout, as an HTTP/1.1 body must arrive; a
+      // streaming body must only never stall that long.
       if (stream.endAfterHeaders) return;
+      if (streamsBody?.(String(headers[":method"] ?? ""), String(headers[":path"] ?? "/").split("?", 1)[0]!)) {
+        stream.setTimeout(requestMs, () => expireStream(stream, headers, opts.errorDomain));
+        return;
+      }
       const timer = setTimeout(() => expireStream(stream, headers, opts.errorDomain), requestMs);
       const done = () => clearTimeout(timer);
       stream.once("end", done);

@@ -348,6 +348,7 @@ describe("responses", () => {
       aliases: [],
       activeTags: [],
       createTime: "2024-01-02T03:04:05Z",
+      public: false,
     });
     const list = await rest("GET", "/registry/v2/repos?skip=3");
     expect(list.json).toMatchObject({ totalCount: "12345678901234567", skipped: 3, nextPageToken: "" });

@@ -400,3 +400,87 @@ describe("connections per address", () => {
     }
   });
 });
+
+describe("streaming bodies (registry blob uploads)", () => {
+  const limits = { headersTimeoutMs: 400, requestTimeoutMs: 600, idleTimeoutMs: 600, maxPerAddress: 1000 };
+  let listener: Listener;
+  beforeAll(async () => {
+    setLogLevel("silent");
+    const reading: RequestHandler = (req, res) => {
+      let size = 0;
+      req.on("data", (c: Buffer) => (size += c.length));
+      req.on("end", () => {
+        if (res.writableEnded || (res as http2.Http2ServerResponse).stream?.destroyed) return;
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end(`read ${size}`);
+      });
+    };
+    listener = await listen(reading, { port: 0, host: "127.0.0.1", errorDomain: "platform.local", limits, streamsBody: (method, path) => method === "PATCH" && path.startsWith("/stream") });
+  });
+  afterAll(() => listener.close(500));
+
+  /** An HTTP/1.1 request whose chunked body is written a piece every 100 ms, `pieces` times, then ended (or not). */
+  function h1Trickle(path: string, pieces: number, end: boolean): Promise<{ ms: number; got: string }> {
+    return new Promise((resolve) => {
+      const t0 = Date.now();
+      let got = "";
+      const socket = net.connect(listener.address.port, "127.0.0.1", () => {
+        socket.write(`PATCH ${path} HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n`);
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (socket.destroyed) return clearInterval(timer);
+          if (sent < pieces) {
+            socket.write("5\r\nhello\r\n");
+            sent += 1;
+          } else {
+            clearInterval(timer);
+            if (end) socket.write("0\r\n\r\n");
+          }
+        }, 100);
+      });
+      socket.on("data", (c) => {
+        got += c;
+        if (got.includes("read ")) socket.end();
+      });
+      socket.on("error", () => undefined);
+      socket.on("close", () => resolve({ ms: Date.now() - t0, got }));
+    });
+  }
+
+  it("a streaming HTTP/1.1 body that keeps coming outlives the request timeout and is answered", async () => {
+    const r = await h1Trickle("/stream/upload", 12, true);
+    expect(r.got).toMatch(/^HTTP\/1\.1 200 /);
+    expect(r.got).toContain("read 60");
+    expect(r.ms).toBeGreaterThan(limits.requestTimeoutMs);
+  });
+
+  it("a streaming body that stalls for the request timeout is cut off; other bodies keep the whole-request deadline (408)", async () => {
+    const [stalled, other] = await Promise.all([h1Trickle("/stream/upload", 1, false), h1Trickle("/other", 20, true)]);
+    expect(stalled.got).toBe("");
+    expect(other.got.split("\r\n")[0]).toBe("HTTP/1.1 408 Request Timeout");
+  });
+
+  it("an HTTP/2 streaming body outlives the request timeout too", async () => {
+    const session = http2.connect(`http://127.0.0.1:${listener.address.port}`);
+    try {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const stream = session.request({ ":method": "PATCH", ":path": "/stream/h2" });
+        let text = "";
+        stream.on("data", (c) => (text += c));
+        stream.on("end", () => resolve(text));
+        stream.on("error", reject);
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (sent++ < 12) stream.write("hello");
+          else {
+            clearInterval(timer);
+            stream.end();
+          }
+        }, 100);
+      });
+      expect(answer).toBe("read 60");
+    } finally {
+      session.close();
+    }
+  });
+});

@@ -1,5 +1,9 @@
 // A real server on a real port (127.0.0.1, ephemeral), on a test database, for contract tests. Its issuer
 // is its own base URL; `token()` mints an access token for any identity, as the service itself would.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
 import { composeApp, type ComposeDeps, type Composed } from "../../src/compose.js";
 import { listen } from "../../src/server/listener.js";
 import { setLogLevel } from "../../src/kernel/log.js";
@@ -26,7 +30,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export type TestServerOptions = Partial<Pick<ComposeDeps, "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs" | "corsAllowedOrigins" | "metricsToken">> & {
+export type TestServerOptions = Partial<Pick<ComposeDeps, "blobs" | "serviceDomain" | "overrides" | "external" | "rateLimits" | "limits" | "sinks" | "idpSecretKey" | "refreshTokenTtlSeconds" | "terms" | "groupAccessRequestWindowMs" | "corsAllowedOrigins" | "metricsToken">> & {
   /**
    * Options of the default external OIDC verifier (used unless `external` is given). Plain-http loopback
    * issuers (test/support/fake-issuer.ts) are allowed unless this says otherwise.
@@ -62,10 +66,14 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     host: "127.0.0.1",
     errorDomain: opts.serviceDomain ?? "platform.test",
     limits: { requestTimeoutMs: opts.limits?.requestTimeoutMs, maxPerAddress: 0 },
+    streamsBody: (method, path) => late.app!.streamsBody(method, path),
   });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
   const { externalOptions, delivery, notificationDelayMs, ...appOpts } = opts;
+  // The registry's blobs, in a directory of this server's own (removed when it closes).
+  const blobsDir = opts.blobs ? undefined : await mkdtemp(join(tmpdir(), "apiserver-blobs-"));
+  const blobs = opts.blobs ?? createFsBlobStore(blobsDir!);
   // Contract tables send many refused exchanges from one address: generous budgets unless a test sets its own.
   const rateLimits = appOpts.rateLimits ?? {
     exchangeFailures: { bySubject: UNLIMITED, byAddress: UNLIMITED },
@@ -88,6 +96,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
     rateLimits,
     sinks,
     delivery,
+    blobs,
   });
   const { app } = composed;
   late.app = app;
@@ -114,6 +123,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       await Promise.all([listener.close(1000), events?.stop(1000)]);
       await composed.close();
       await database.dispose();
+      if (blobsDir) await rm(blobsDir, { recursive: true, force: true });
     },
   };
 }

@@ -29,6 +29,8 @@ export const repos = pgTable(
     customOverlay: jsonb("custom_overlay").$type<Record<string, unknown>>(),
     /** The readme, Markdown. */
     readme: text("readme").notNull().default(""),
+    /** Whether anyone may pull the repo's images over /v2/ without credentials (Repo.public). */
+    public: boolean("public").notNull().default(false),
     createTime: instant("create_time").notNull().defaultNow(),
     updateTime: instant("update_time").notNull().defaultNow(),
   },
@@ -106,9 +108,33 @@ export const manifests = pgTable(
     children: jsonb("children").$type<Array<{ digest: string; platform?: string; mediaType?: string; size?: number }>>(),
     /** The manifest's own size in bytes (as in its descriptor). */
     manifestSize: bigint("manifest_size", { mode: "bigint" }).notNull().default(sql`0`),
+    /** Pushed over /v2/: the digest of the manifest its `subject` names (the referrers API lists it there). */
+    subject: text("subject"),
+    /** Pushed over /v2/: its artifactType (or its config's media type), for the referrers API. */
+    artifactType: text("artifact_type"),
+    /** Pushed over /v2/: its annotations, for the referrers API. */
+    annotations: jsonb("annotations").$type<Record<string, string>>(),
     createTime: instant("create_time").notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.repoUid, t.digest] })],
+  (t) => [primaryKey({ columns: [t.repoUid, t.digest] }), index("manifests_repo_subject_idx").on(t.repoUid, t.subject)],
+);
+
+/**
+ * The blobs a repo may serve over /v2/: blobs are stored once by digest (the BlobStore), but one is reachable
+ * in a repo only once a push or a cross-repository mount linked it there. Go with the repo.
+ */
+export const repoBlobs = pgTable(
+  "repo_blobs",
+  {
+    repoUid: uidText("repo_uid")
+      .notNull()
+      .references(() => repos.uid, { onDelete: "cascade" }),
+    /** sha256:<64 hex> or sha512:<128 hex> */
+    digest: text("digest").notNull(),
+    size: bigint("size", { mode: "number" }).notNull(),
+    createTime: instant("create_time").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.repoUid, t.digest] }), index("repo_blobs_digest_idx").on(t.digest)],
 );
 
 // Row shapes the registry stores return and its mappers read (neither imports the other).
@@ -116,7 +142,7 @@ export const manifests = pgTable(
 export type RepoRow = Omit<typeof repos.$inferSelect, "readme">;
 export type ReadmeRow = Pick<typeof repos.$inferSelect, "uid" | "readme">;
 /** The repo columns a client writes. */
-export type RepoFields = Pick<RepoRow, "name" | "description" | "catalogTier" | "bundles" | "aliases" | "activeTags" | "syncConfig" | "customOverlay">;
+export type RepoFields = Pick<RepoRow, "name" | "description" | "catalogTier" | "bundles" | "aliases" | "activeTags" | "syncConfig" | "customOverlay" | "public">;
 export type TagRow = typeof tags.$inferSelect;
 export type ManifestRow = typeof manifests.$inferSelect;
 

@@ -17,6 +17,8 @@ export interface MintOptions {
   notAfter?: number;
   /** What a down-scoped token is restricted to (restriction.ts); undefined: nothing. */
   restriction?: TokenRestriction | undefined;
+  /** Further claims of the token's own kind (a registry token's `access`); never the registered ones above. */
+  claims?: Record<string, unknown> | undefined;
 }
 
 export async function mintToken(keys: KeyStore, opts: MintOptions): Promise<{ token: string; expiry: Date }> {
@@ -25,6 +27,7 @@ export async function mintToken(keys: KeyStore, opts: MintOptions): Promise<{ to
   let exp = now + Math.min(opts.ttlSeconds, MAX_TOKEN_LIFETIME_SECONDS);
   if (opts.notAfter !== undefined) exp = Math.min(exp, opts.notAfter);
   const claims: JWTPayload = {
+    ...opts.claims,
     ...(opts.upstream ? { act: { iss: opts.upstream.issuer, sub: opts.upstream.subject } } : {}),
     ...restrictionClaims(opts.restriction),
   };

@@ -3,6 +3,7 @@
 import type http from "node:http";
 import type http2 from "node:http2";
 import type { Readable } from "node:stream";
+import type { Access } from "../../kernel/auth/principal.js";
 
 /**
  * Content-addressed blob storage. A blob is written once under its digest ("sha256:<hex>" or
@@ -72,6 +73,10 @@ export type AccessDecision =
       subject: string | undefined;
       /** Of the actions asked, those granted (a route needing one not granted answers DENIED). */
       granted: ReadonlySet<RegistryAction>;
+      /** The caller's access, when it is an identity (the access line names it). */
+      access?: Access | undefined;
+      /** Whether a push may create the repo when it does not exist yet. */
+      mayCreateRepo?: boolean;
     }
   | {
       ok: false;

@@ -1,0 +1,117 @@
+// The filesystem BlobStore: staged uploads invisible until committed, offsets checked, a chunk cut short
+// staging nothing, commit by rename (an existing blob kept), ranges, listing; and the name grammar and
+// path parsing of the /v2/ routes.
+import { createHash } from "node:crypto";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { UploadOffsetError, type BlobStore } from "../../src/registry/oci/contracts.js";
+import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
+import { loadConfig } from "../../src/config.js";
+import { isValidName, parseV2Path } from "../../src/registry/oci/names.js";
+
+let dir: string;
+let store: BlobStore;
+const digestOf = (b: Buffer | string) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
+const text = async (r: Readable) => {
+  let s = "";
+  for await (const c of r) s += String(c);
+  return s;
+};
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "apiserver-blobs-unit-"));
+  store = createFsBlobStore(dir);
+});
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+describe("filesystem blob store", () => {
+  it("stages chunks at their offset, keeps them invisible, and commits them as the blob", async () => {
+    await store.startUpload("u1");
+    expect(await store.uploadSize("u1")).toBe(0);
+    expect(await store.append("u1", 0, Readable.from([Buffer.from("hello ")]))).toBe(6);
+    await expect(store.append("u1", 3, Readable.from([Buffer.from("x")]))).rejects.toBeInstanceOf(UploadOffsetError);
+    expect(await store.append("u1", 6, Readable.from([Buffer.from("world")]))).toBe(11);
+    const digest = digestOf("hello world");
+    expect(await store.stat(digest)).toBeUndefined();
+    expect(await text(await store.readUpload("u1"))).toBe("hello world");
+    await store.commit("u1", digest);
+    expect(await store.stat(digest)).toEqual({ size: 11 });
+    expect(await store.uploadSize("u1")).toBeUndefined();
+    expect(await text(await store.read(digest, { start: 6, end: 10 }))).toBe("world");
+    const listed = [];
+    for await (const b of store.list()) listed.push(b.digest);
+    expect(listed).toContain(digest);
+  });
+
+  it("a chunk cut short stages nothing of it", async () => {
+    await store.startUpload("u2");
+    await store.append("u2", 0, Readable.from([Buffer.from("abc")]));
+    const failing = new Readable({
+      read() {
+        this.push(Buffer.from("partial"));
+        this.destroy(new Error("client went away"));
+      },
+    });
+    await expect(store.append("u2", 3, failing)).rejects.toThrow();
+    expect(await store.uploadSize("u2")).toBe(3);
+  });
+
+  it("committing a blob that exists keeps it and drops the upload; abort and unknown uploads", async () => {
+    const digest = digestOf("same");
+    for (const id of ["u3", "u4"]) {
+      await store.startUpload(id);
+      await store.append(id, 0, Readable.from([Buffer.from("same")]));
+      await store.commit(id, digest);
+    }
+    expect(await store.stat(digest)).toEqual({ size: 4 });
+    expect(await readdir(join(dir, "uploads"))).not.toContain("u4");
+    await store.startUpload("u5");
+    await store.abort("u5");
+    await store.abort("u5");
+    expect(await store.uploadSize("u5")).toBeUndefined();
+    await expect(store.read(digestOf("absent"))).rejects.toThrow();
+  });
+
+  it("refuses ids and digests that could name another file", async () => {
+    await expect(store.startUpload("../escape")).rejects.toThrow(/upload id/);
+    await expect(store.stat("sha256:../../etc")).rejects.toThrow(/digest/);
+  });
+
+  it("lives under REGISTRY_STORAGE_DIR, else the data directory's registry folder, with or without DATABASE_URL", () => {
+    expect(loadConfig({ REGISTRY_STORAGE_DIR: "/srv/blobs", DATA_DIR: "/data" }).registryStorageDir).toBe("/srv/blobs");
+    expect(loadConfig({ DATA_DIR: "/data" }).registryStorageDir).toBe("/data/registry");
+    expect(loadConfig({ DATABASE_URL: "postgres://db/x" }).registryStorageDir).toBe(join(process.cwd(), ".data", "registry"));
+  });
+});
+
+describe("names and paths", () => {
+  it.each([
+    ["acme/app", true],
+    ["acme/tools/git", true],
+    ["0123456789abcdef0123456789abcdef01234567/a.b_c__d--e", true],
+    ["acme", false],
+    ["Acme/app", false],
+    ["acme/../x", false],
+    ["acme/a..b", false],
+    ["acme/-a", false],
+    ["acme/a_", false],
+    ["acme//a", false],
+    [`acme/${"a".repeat(260)}`, false],
+  ])("%s valid: %s", (name, valid) => {
+    expect(isValidName(name)).toBe(valid);
+  });
+
+  it("splits a path at its last endpoint", () => {
+    expect(parseV2Path("/v2/")).toEqual({ kind: "base" });
+    expect(parseV2Path("/v2/a/manifests/b/manifests/latest")).toEqual({ kind: "manifest", name: "a/manifests/b", reference: "latest" });
+    expect(parseV2Path("/v2/a/b/blobs/uploads/")).toEqual({ kind: "uploads", name: "a/b" });
+    expect(parseV2Path("/v2/a/b/blobs/uploads/123")).toEqual({ kind: "upload", name: "a/b", id: "123" });
+    expect(parseV2Path("/v2/a/b/blobs/sha256:00")).toEqual({ kind: "blob", name: "a/b", digest: "sha256:00" });
+    expect(parseV2Path("/v2/a/b/tags/list")).toEqual({ kind: "tags", name: "a/b" });
+    expect(parseV2Path("/v2/a/b/referrers/sha256:00")).toEqual({ kind: "referrers", name: "a/b", digest: "sha256:00" });
+    expect(parseV2Path("/v2/a/b/other")).toBeUndefined();
+  });
+});
