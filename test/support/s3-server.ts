@@ -3,7 +3,7 @@
 // uses (multipart uploads, UploadPartCopy, ranged GETs, ListObjectsV2), with its fixed credentials S3RVER /
 // S3RVER. Its own signature check disagrees with the SDK's canonical query string on list requests (the SDK's
 // signature is what AWS S3 accepts), so mismatched signatures are let through.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, utimes } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import S3rver from "@20minutes/s3rver";
@@ -14,6 +14,8 @@ export interface TestS3Server {
   bucket: string;
   /** Options for createS3BlobStore on this server's bucket, under `prefix`. */
   storeOptions(prefix?: string): S3StoreOptions;
+  /** Makes every object stored so far `ms` older (their LastModified), as if written that long ago. */
+  age(ms: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -33,6 +35,13 @@ export async function startS3Server(bucket = "registry"): Promise<TestS3Server> 
       forcePathStyle: true,
       credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
     }),
+    async age(ms) {
+      // The server takes an object's LastModified from its file's mtime.
+      const when = new Date(Date.now() - ms);
+      for (const entry of await readdir(directory, { recursive: true, withFileTypes: true })) {
+        if (entry.isFile()) await utimes(join(entry.parentPath, entry.name), when, when);
+      }
+    },
     async stop() {
       await server.close();
       await rm(directory, { recursive: true, force: true });

@@ -170,6 +170,9 @@ function slice(start: number, end: number): Transform {
 }
 
 export function createS3BlobStore(options: S3StoreOptions): BlobStore & { readonly client: S3Client } {
+  // The SDK warns on stderr, in several raw lines, that its releases after January 2027 will need Node 22: the
+  // version here is pinned and runs on Node 20, so the notice is only noise in the server's JSON log.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
   const client = new S3Client({
     region: options.region,
     ...(options.endpoint ? { endpoint: options.endpoint } : {}),
