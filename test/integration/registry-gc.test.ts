@@ -4,7 +4,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { BlobStore } from "../../src/registry/oci/contracts.js";
-import { collectGarbage, startGcWorker, type BlobReferences, type GcReport } from "../../src/registry/oci/gc.js";
+import { loadConfig } from "../../src/config.js";
+import { collectGarbage, startConfiguredGcWorker, startGcWorker, type BlobReferences, type GcReport } from "../../src/registry/oci/gc.js";
 import { blobStoreSubjects, stopS3Subject } from "../support/blob-stores.js";
 import { until } from "../support/poll.js";
 
@@ -138,6 +139,18 @@ describe.each(blobStoreSubjects)("registry gc: $name", (subject) => {
 });
 
 describe("the gc worker", () => {
+  it("runs in the server only when REGISTRY_GC_INTERVAL_MINUTES is set", async () => {
+    const { store, dispose } = await blobStoreSubjects[0]!.open();
+    try {
+      expect(startConfiguredGcWorker(store, links([]), loadConfig({}).registry)).toBeUndefined();
+      const worker = startConfiguredGcWorker(store, links([]), loadConfig({ REGISTRY_GC_INTERVAL_MINUTES: "5" }).registry);
+      expect(worker).toBeDefined();
+      await worker!.stop();
+    } finally {
+      await dispose();
+    }
+  });
+
   it("collects on its interval, reports each run, and stops", async () => {
     const { store, dispose } = await blobStoreSubjects[0]!.open();
     try {

@@ -19,6 +19,9 @@
 //
 // Uploads need no such care: an upload that has not grown for the TTL is abandoned by definition, and a client
 // resuming it after its removal is told BLOB_UPLOAD_UNKNOWN and starts over.
+import type { RegistrySettings } from "../../config.js";
+import { log } from "../../kernel/log.js";
+import type { RunningWorker } from "../../kernel/module.js";
 import type { BlobStore } from "./contracts.js";
 
 /** What tells garbage collection that a blob is still needed. */
@@ -124,8 +127,8 @@ export async function collectGarbage(store: BlobStore, references: BlobReference
   return report;
 }
 
-export interface GcWorker {
-  /** Stops the schedule and waits for a run under way to end. */
+export interface GcWorker extends RunningWorker {
+  /** Stops the schedule and waits for a run under way to end (a run is not cut short). */
   stop(): Promise<void>;
 }
 
@@ -164,4 +167,21 @@ export function startGcWorker(
       await running;
     },
   };
+}
+
+/**
+ * The server's collector, as REGISTRY_GC_INTERVAL_MINUTES sets it (undefined when 0: off), logging each run
+ * that removed something (info) and each failure (warn).
+ */
+export function startConfiguredGcWorker(store: BlobStore, references: BlobReferences, settings: RegistrySettings): GcWorker | undefined {
+  if (settings.gcIntervalMs <= 0) return undefined;
+  return startGcWorker(store, references, {
+    uploadTtlMs: settings.uploadTtlMs,
+    graceMs: settings.gcGraceMs,
+    intervalMs: settings.gcIntervalMs,
+    onReport: (report) => {
+      if (report.uploads.removed > 0 || report.blobs.removed > 0) log.info("registry garbage collected", { uploads: report.uploads, blobs: report.blobs });
+    },
+    onError: (err) => log.warn("registry garbage collection failed", { err: String(err) }),
+  });
 }
