@@ -51,8 +51,9 @@ afterAll(stopS3Subject);
 describe.each(blobStoreSubjects)("BlobStore: $name", (subject) => {
   let store: BlobStore;
   let dispose: () => Promise<void>;
+  let replica: (() => BlobStore) | undefined;
   beforeEach(async () => {
-    ({ store, dispose } = await subject.open());
+    ({ store, replica, dispose } = await subject.open());
   });
   afterEach(async () => dispose());
 
@@ -81,6 +82,23 @@ describe.each(blobStoreSubjects)("BlobStore: $name", (subject) => {
     expect(await store.stat(empty)).toEqual({ size: 0 });
     expect(await text(store.read(empty))).toEqual(Buffer.alloc(0));
     expect((await collect(store.list())).map((b) => b.digest).sort()).toEqual([big, empty].sort());
+  });
+
+  it("refuses a malformed digest or upload id before touching storage (no path or key escapes)", async () => {
+    for (const bad of ["sha256:../../etc/passwd", "sha256:ABC", `md5:${"a".repeat(32)}`, `sha256:${"a".repeat(63)}`, ""]) {
+      await expect(store.stat(bad), bad).rejects.toThrow();
+      await expect(store.read(bad), bad).rejects.toThrow();
+      await expect(store.delete(bad), bad).rejects.toThrow();
+    }
+    for (const bad of ["../escape", "a/b", "", "x".repeat(200)]) {
+      await expect(store.startUpload(bad), bad).rejects.toThrow();
+      await expect(store.append(bad, 0, Readable.from([Buffer.from("x")])), bad).rejects.toThrow();
+    }
+    const id = randomUUID();
+    await store.startUpload(id);
+    await expect(store.commit(id, "sha256:../../x")).rejects.toThrow();
+    expect(await store.uploadSize(id)).toBe(0);
+    expect(await collect(store.list())).toEqual([]);
   });
 
   it("an absent blob has no stat, and reading it rejects", async () => {
@@ -138,6 +156,23 @@ describe.each(blobStoreSubjects)("BlobStore: $name", (subject) => {
     await expect(store.append(id, 3, brokenStream(randomBytes(11 * MiB)))).rejects.toThrow(/connection reset/);
     expect(await store.uploadSize(id)).toBe(3);
     expect(await store.append(id, 3, Readable.from([Buffer.from("d")]))).toBe(4);
+  });
+
+  it("an upload's chunks may reach different server processes: each sees what the others staged", async (ctx) => {
+    if (!replica) return ctx.skip();
+    const [a, b] = [replica(), replica()];
+    const id = randomUUID();
+    const parts = ["one ", "two ", "three"].map((t) => Buffer.from(t));
+    const digest = digestOf(Buffer.concat(parts));
+    await store.startUpload(id);
+    expect(await a.append(id, 0, Readable.from([parts[0]!]))).toBe(4);
+    expect(await b.uploadSize(id)).toBe(4);
+    await expect(b.append(id, 0, Readable.from([parts[1]!]))).rejects.toBeInstanceOf(UploadOffsetError);
+    expect(await b.append(id, 4, Readable.from([parts[1]!]))).toBe(8);
+    expect(await store.append(id, 8, Readable.from([parts[2]!]))).toBe(13);
+    await a.commit(id, digest);
+    expect(await text(b.read(digest))).toEqual(Buffer.concat(parts));
+    expect(await store.uploadSize(id)).toBeUndefined();
   });
 
   it("an upload is per id: appends to another or to an unknown id do not mix", async () => {

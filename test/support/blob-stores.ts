@@ -11,7 +11,11 @@ export interface BlobStoreSubject {
   name: string;
   /** Whether the backend streams (memory stays flat in the blob's size); the in-memory reference does not. */
   streams: boolean;
-  open(): Promise<{ store: BlobStore; dispose(): Promise<void> }>;
+  /**
+   * A fresh, empty store, and `replica` when the backend can be shared: another instance on the same storage,
+   * as a second server process has (the requests of one upload may reach either).
+   */
+  open(): Promise<{ store: BlobStore; replica?: () => BlobStore; dispose(): Promise<void> }>;
 }
 
 let s3: Promise<TestS3Server> | undefined;
@@ -24,8 +28,20 @@ export const s3Subject: BlobStoreSubject = {
   async open() {
     s3 ??= startS3Server();
     const server = await s3;
-    const store = createS3BlobStore(server.storeOptions(`t${++s3Stores}-${process.pid}/`));
-    return { store, dispose: async () => store.close?.() };
+    const options = server.storeOptions(`t${++s3Stores}-${process.pid}/`);
+    const store = createS3BlobStore(options);
+    const replicas: BlobStore[] = [];
+    return {
+      store,
+      replica: () => {
+        const r = createS3BlobStore(options);
+        replicas.push(r);
+        return r;
+      },
+      dispose: async () => {
+        for (const s of [store, ...replicas]) await s.close?.();
+      },
+    };
   },
 };
 
@@ -41,6 +57,14 @@ export async function stopS3Subject(): Promise<void> {
  * shared cases until the filesystem store is on the list. Not for use outside tests: it keeps whole blobs.
  */
 function createMemoryBlobStore(): BlobStore {
+  const digestOk = (d: string) => {
+    if (!/^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/.test(d)) throw new TypeError(`not a digest: ${d}`);
+    return d;
+  };
+  const idOk = (id: string) => {
+    if (!/^[A-Za-z0-9_-]{1,128}$/.test(id)) throw new TypeError(`not an upload id: ${id}`);
+    return id;
+  };
   const blobs = new Map<string, { data: Buffer; modified: Date }>();
   const uploads = new Map<string, { chunks: Buffer[]; size: number; modified: Date }>();
   const drain = async (data: Readable) => {
@@ -51,25 +75,25 @@ function createMemoryBlobStore(): BlobStore {
   return {
     kind: "filesystem",
     async stat(digest) {
-      const b = blobs.get(digest);
+      const b = blobs.get(digestOk(digest));
       return b && { size: b.data.length };
     },
     async read(digest, range) {
-      const b = blobs.get(digest);
+      const b = blobs.get(digestOk(digest));
       if (!b) throw new Error(`blob ${digest} not found`);
       return Readable.from([range ? b.data.subarray(range.start, range.end + 1) : b.data]);
     },
     async delete(digest) {
-      blobs.delete(digest);
+      blobs.delete(digestOk(digest));
     },
     async *list() {
       for (const [digest, b] of blobs) yield { digest, modified: b.modified };
     },
     async startUpload(id) {
-      uploads.set(id, { chunks: [], size: 0, modified: new Date() });
+      uploads.set(idOk(id), { chunks: [], size: 0, modified: new Date() });
     },
     async append(id, offset, data) {
-      const u = uploads.get(id);
+      const u = uploads.get(idOk(id));
       if (!u) throw new Error(`upload ${id} not found`);
       if (offset !== u.size) throw new UploadOffsetError(u.size);
       const chunk = await drain(data);
@@ -87,7 +111,8 @@ function createMemoryBlobStore(): BlobStore {
       return Readable.from([Buffer.concat(u.chunks)]);
     },
     async commit(id, digest) {
-      const u = uploads.get(id);
+      digestOk(digest);
+      const u = uploads.get(idOk(id));
       if (!u) {
         if (blobs.has(digest)) return;
         throw new Error(`upload ${id} not found`);
@@ -112,5 +137,8 @@ export const memorySubject: BlobStoreSubject = {
   },
 };
 
-/** Every backend the shared storage tests run against. The filesystem store joins this list. */
+/**
+ * Every backend the shared storage tests run against. The filesystem store joins this list: an entry opening
+ * it on a fresh temporary directory (removed on dispose), its replica a second instance on that directory.
+ */
 export const blobStoreSubjects: readonly BlobStoreSubject[] = [s3Subject, memorySubject];
