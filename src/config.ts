@@ -135,6 +135,81 @@ export interface Config {
     /** How long a query waits for a free connection before the call answers UNAVAILABLE (default 5 s). */
     acquireTimeoutMs: number;
   };
+  /** The registry's data plane (OCI Distribution under /v2/): where blobs live, and their garbage collection. */
+  registry: RegistrySettings;
+}
+
+/**
+ * REGISTRY_STORAGE: `filesystem` (under the data directory; the default) or `s3` (S3-compatible object storage,
+ * shared by replicas). Credentials for S3 come from the AWS SDK's default chain (AWS_ACCESS_KEY_ID and
+ * AWS_SECRET_ACCESS_KEY, AWS_PROFILE, web identity, instance or task roles), never from this file.
+ */
+export type RegistryStorageSettings =
+  | { kind: "filesystem" }
+  | {
+      kind: "s3";
+      /** REGISTRY_S3_BUCKET (required). */
+      bucket: string;
+      /** REGISTRY_S3_ENDPOINT: an S3-compatible service's URL; unset: AWS S3. */
+      endpoint?: string;
+      /** REGISTRY_S3_REGION, else AWS_REGION, else us-east-1. */
+      region: string;
+      /** REGISTRY_S3_PREFIX: the key prefix of everything the registry writes ("" or ending in "/"). */
+      prefix: string;
+      /** REGISTRY_S3_FORCE_PATH_STYLE: bucket in the path, not the host name (default: true when an endpoint is set). */
+      forcePathStyle: boolean;
+    };
+
+export interface RegistrySettings {
+  storage: RegistryStorageSettings;
+  /** REGISTRY_UPLOAD_TTL_HOURS: an upload that has not grown for this long is removed by garbage collection (default 24). */
+  uploadTtlMs: number;
+  /** REGISTRY_GC_GRACE_MINUTES: a blob written more recently than this is never removed (default 60). */
+  gcGraceMs: number;
+  /** REGISTRY_GC_INTERVAL_MINUTES: how often this process collects garbage; 0 (the default): never (run `npm run registry-gc`). */
+  gcIntervalMs: number;
+}
+
+/** The defaults of the registry's garbage collection (registry/oci/gc.ts). */
+export const DEFAULT_REGISTRY_GC = { uploadTtlMs: 24 * 3_600_000, graceMs: 3_600_000 } as const;
+
+const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const S3_REGION = /^[a-z0-9-]{1,32}$/;
+const S3_PREFIX = /^[A-Za-z0-9!_.*'()/-]*$/;
+
+/** The REGISTRY_STORAGE and REGISTRY_S3_* settings. */
+export function parseRegistryStorage(env: NodeJS.ProcessEnv): RegistryStorageSettings {
+  const kind = oneOf("REGISTRY_STORAGE", env.REGISTRY_STORAGE, ["filesystem", "s3"] as const, "filesystem");
+  const bucket = env.REGISTRY_S3_BUCKET || undefined;
+  if (kind === "filesystem") {
+    // A bucket named while the store is the filesystem is most likely a forgotten REGISTRY_STORAGE=s3.
+    if (bucket) throw new ConfigError("REGISTRY_S3_BUCKET is set but REGISTRY_STORAGE is not s3: set REGISTRY_STORAGE=s3 to keep blobs in the bucket, or unset REGISTRY_S3_BUCKET");
+    return { kind };
+  }
+  if (!bucket) throw new ConfigError("REGISTRY_S3_BUCKET must name the bucket when REGISTRY_STORAGE=s3");
+  if (!S3_BUCKET.test(bucket)) throw new ConfigError(`REGISTRY_S3_BUCKET must be a bucket name (3 to 63 of a-z, 0-9, ".", "-"), got ${JSON.stringify(bucket)}`);
+  let endpoint: string | undefined;
+  if (env.REGISTRY_S3_ENDPOINT) {
+    let url: URL | undefined;
+    try {
+      url = new URL(env.REGISTRY_S3_ENDPOINT);
+    } catch {
+      url = undefined;
+    }
+    // Only the scheme and host are echoed: a URL may carry credentials.
+    if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) throw new ConfigError("REGISTRY_S3_ENDPOINT must be an http(s) URL such as http://127.0.0.1:9000");
+    if (url.username || url.password) throw new ConfigError("REGISTRY_S3_ENDPOINT must not hold credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+    endpoint = url.href.replace(/\/+$/, "");
+  }
+  const region = env.REGISTRY_S3_REGION || env.AWS_REGION || "us-east-1";
+  if (!S3_REGION.test(region)) throw new ConfigError(`REGISTRY_S3_REGION must be a region name such as eu-west-1, got ${JSON.stringify(region)}`);
+  const rawPrefix = env.REGISTRY_S3_PREFIX ?? "";
+  if (!S3_PREFIX.test(rawPrefix) || rawPrefix.startsWith("/") || rawPrefix.includes("//") || rawPrefix.length > 512) {
+    throw new ConfigError(`REGISTRY_S3_PREFIX must be a key prefix such as registry/ (letters, digits, !_.*'()-/, no leading or doubled /), got ${JSON.stringify(rawPrefix)}`);
+  }
+  const prefix = rawPrefix === "" || rawPrefix.endsWith("/") ? rawPrefix : `${rawPrefix}/`;
+  const forcePathStyle = flag("REGISTRY_S3_FORCE_PATH_STYLE", env.REGISTRY_S3_FORCE_PATH_STYLE, endpoint !== undefined);
+  return { kind, bucket, ...(endpoint ? { endpoint } : {}), region, prefix, forcePathStyle };
 }
 
 export interface ConnectionLimits {
@@ -418,6 +493,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, DEFAULT_LIMITS.databasePool.max, 1, 1000),
       statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.statementTimeoutMs, 0, 3_600_000),
       acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.acquireTimeoutMs, 1, 600_000),
+    },
+    registry: {
+      storage: parseRegistryStorage(env),
+      uploadTtlMs: HOUR * integer("REGISTRY_UPLOAD_TTL_HOURS", env.REGISTRY_UPLOAD_TTL_HOURS, DEFAULT_REGISTRY_GC.uploadTtlMs / HOUR, 1, 24 * 30),
+      gcGraceMs: 60_000 * integer("REGISTRY_GC_GRACE_MINUTES", env.REGISTRY_GC_GRACE_MINUTES, DEFAULT_REGISTRY_GC.graceMs / 60_000, 10, 60 * 24 * 7),
+      gcIntervalMs: 60_000 * integer("REGISTRY_GC_INTERVAL_MINUTES", env.REGISTRY_GC_INTERVAL_MINUTES, 0, 0, 60 * 24 * 7),
     },
   };
 }

@@ -72,7 +72,7 @@ describe("the compiled server", () => {
 
   it("answers --help on every compiled command, naming it as it was run (node dist/cli/<file>, not npm run)", async () => {
     const commands = readdirSync(join(outDir, "cli")).filter((f) => f.endsWith(".js"));
-    expect(commands.sort()).toEqual(["bootstrap.js", "import-advisories.js", "import-libraries.js", "import-oci.js", "import-osv.js", "keys.js"]);
+    expect(commands.sort()).toEqual(["bootstrap.js", "import-advisories.js", "import-libraries.js", "import-oci.js", "import-osv.js", "keys.js", "registry-gc.js"]);
     for (const file of commands) {
       const usage = `usage: node ${join("dist/cli", file)}${file === "keys.js" ? " rotate" : ""}`;
       const r = await node([join(outDir, "cli", file), "--help"]);

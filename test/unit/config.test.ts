@@ -49,6 +49,58 @@ describe("loadConfig", () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
+  it("keeps registry blobs on the filesystem by default, with garbage collection on demand only", () => {
+    expect(loadConfig({}).registry).toEqual({ storage: { kind: "filesystem" }, uploadTtlMs: 24 * 3_600_000, gcGraceMs: 3_600_000, gcIntervalMs: 0 });
+    expect(loadConfig({ REGISTRY_UPLOAD_TTL_HOURS: "2", REGISTRY_GC_GRACE_MINUTES: "30", REGISTRY_GC_INTERVAL_MINUTES: "15" }).registry).toMatchObject({
+      uploadTtlMs: 2 * 3_600_000,
+      gcGraceMs: 30 * 60_000,
+      gcIntervalMs: 15 * 60_000,
+    });
+  });
+
+  it("reads the S3 storage settings", () => {
+    expect(loadConfig({ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs" }).registry.storage).toEqual({
+      kind: "s3",
+      bucket: "blobs",
+      region: "us-east-1",
+      prefix: "",
+      forcePathStyle: false,
+    });
+    expect(loadConfig({ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", AWS_REGION: "eu-west-3" }).registry.storage).toMatchObject({ region: "eu-west-3" });
+    expect(
+      loadConfig({
+        REGISTRY_STORAGE: "s3",
+        REGISTRY_S3_BUCKET: "my.registry-blobs",
+        REGISTRY_S3_ENDPOINT: "http://127.0.0.1:9000/",
+        REGISTRY_S3_REGION: "eu-central-1",
+        REGISTRY_S3_PREFIX: "prod/registry",
+        AWS_REGION: "us-west-2",
+      }).registry.storage,
+    ).toEqual({ kind: "s3", bucket: "my.registry-blobs", endpoint: "http://127.0.0.1:9000", region: "eu-central-1", prefix: "prod/registry/", forcePathStyle: true });
+    expect(loadConfig({ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "b-1", REGISTRY_S3_ENDPOINT: "https://s3.example.com", REGISTRY_S3_FORCE_PATH_STYLE: "false" }).registry.storage).toMatchObject({
+      forcePathStyle: false,
+    });
+  });
+
+  it.each([
+    [{ REGISTRY_STORAGE: "gcs" }, "REGISTRY_STORAGE must be one of filesystem, s3, got \"gcs\""],
+    [{ REGISTRY_STORAGE: "s3" }, "REGISTRY_S3_BUCKET must name the bucket when REGISTRY_STORAGE=s3"],
+    [{ REGISTRY_S3_BUCKET: "blobs" }, "REGISTRY_S3_BUCKET is set but REGISTRY_STORAGE is not s3: set REGISTRY_STORAGE=s3 to keep blobs in the bucket, or unset REGISTRY_S3_BUCKET"],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "Blobs_1" }, 'REGISTRY_S3_BUCKET must be a bucket name (3 to 63 of a-z, 0-9, ".", "-"), got "Blobs_1"'],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", REGISTRY_S3_ENDPOINT: "127.0.0.1:9000" }, "REGISTRY_S3_ENDPOINT must be an http(s) URL such as http://127.0.0.1:9000"],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", REGISTRY_S3_ENDPOINT: "http://key:secret@h:9000" }, "REGISTRY_S3_ENDPOINT must not hold credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", REGISTRY_S3_REGION: "EU West" }, 'REGISTRY_S3_REGION must be a region name such as eu-west-1, got "EU West"'],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", REGISTRY_S3_PREFIX: "/abs" }, "REGISTRY_S3_PREFIX must be a key prefix such as registry/"],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", REGISTRY_S3_PREFIX: "a//b" }, "REGISTRY_S3_PREFIX must be a key prefix"],
+    [{ REGISTRY_STORAGE: "s3", REGISTRY_S3_BUCKET: "blobs", REGISTRY_S3_FORCE_PATH_STYLE: "yes" }, 'REGISTRY_S3_FORCE_PATH_STYLE must be true or false, got "yes"'],
+    [{ REGISTRY_UPLOAD_TTL_HOURS: "0" }, "REGISTRY_UPLOAD_TTL_HOURS must be an integer between 1 and 720"],
+    [{ REGISTRY_GC_GRACE_MINUTES: "1" }, "REGISTRY_GC_GRACE_MINUTES must be an integer between 10 and 10080"],
+    [{ REGISTRY_GC_INTERVAL_MINUTES: "-5" }, "REGISTRY_GC_INTERVAL_MINUTES must be an integer between 0 and 10080"],
+  ])("rejects registry storage settings %j in one line", (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
   it("reads the database and port settings", () => {
     const c = loadConfig({
       PORT: "9090",
