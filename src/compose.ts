@@ -341,6 +341,9 @@ export async function start(): Promise<Running> {
   });
   const { openDatabase } = await import("./db/client.js");
   const { createFsBlobStore } = await import("./registry/oci/fs-store.js");
+  const { openBlobStore } = await import("./registry/oci/storage.js");
+  const { startConfiguredGcWorker } = await import("./registry/oci/gc.js");
+  const { createDbBlobReferences } = await import("./registry/oci/blob-references.js");
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
   const { ensureSecret, createKeyStore, ensureManagedRoles, sinkPolicyFor, publicOnlyFetch, systemResolver, listen } = await loaded();
   config = await keepDevelopmentIssuer(database.db, config);
@@ -358,6 +361,8 @@ export async function start(): Promise<Running> {
   // unless the operator allows private ones (ALLOW_PRIVATE_OUTBOUND; the default in development).
   const sinks = { ...sinkPolicyFor(config.mode), publicOnly: !config.allowPrivateOutbound };
   const { delivery, ...deliveryOptions } = config.events;
+  // REGISTRY_STORAGE: S3-compatible storage shared by replicas, or the filesystem (the default).
+  const blobs = openBlobStore(config.registry.storage, () => createFsBlobStore(config.registryStorageDir));
   const composed = await composeApp({
     database,
     serviceDomain: config.serviceDomain,
@@ -379,7 +384,7 @@ export async function start(): Promise<Running> {
       ...(config.allowPrivateOutbound ? {} : { fetch: publicOnlyFetch(systemResolver) }),
     },
     delivery: deliveryOptions,
-    blobs: createFsBlobStore(config.registryStorageDir),
+    blobs,
   });
   const { app } = composed;
   const listener = await listen(app.handler, {
@@ -394,14 +399,17 @@ export async function start(): Promise<Running> {
   });
   const events = delivery ? await composed.startEventDelivery() : undefined;
   const metricsListener = await startMetricsListener(app, config);
+  // REGISTRY_GC_INTERVAL_MINUTES: this process also collects the registry's garbage (off by default).
+  const gc = startConfiguredGcWorker(blobs, createDbBlobReferences(database.db), config.registry);
 
   return {
     async stop(signal) {
       log.info("stopping", { signal, graceMs: config.shutdownGraceMs });
       app.drain();
       // Requests and deliveries in flight finish side by side, each within the grace period.
-      await Promise.all([listener.close(config.shutdownGraceMs), events?.stop(config.shutdownGraceMs), metricsListener?.close()]);
+      await Promise.all([listener.close(config.shutdownGraceMs), events?.stop(config.shutdownGraceMs), metricsListener?.close(), gc?.stop()]);
       await composed.close();
+      await blobs.close?.();
       await database.close();
       log.info("stopped");
     },

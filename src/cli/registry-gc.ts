@@ -6,7 +6,7 @@
 // links or stores as a manifest. Safe while servers push (the grace period, and a second look at the links
 // right before each delete). Prints what it removed as JSON on stdout.
 // Exit codes: 0 done, 1 failed (storage or database unreachable), 2 usage.
-import { ConfigError, loadConfig, type Config } from "../config.js";
+import { loadConfig, type Config } from "../config.js";
 import { defineCommand, runWhenMain } from "./run.js";
 import { openDatabase } from "../db/client.js";
 import { setLogLevel } from "../kernel/log.js";
@@ -14,12 +14,11 @@ import { createDbBlobReferences } from "../registry/oci/blob-references.js";
 import type { BlobStore } from "../registry/oci/contracts.js";
 import { collectGarbage } from "../registry/oci/gc.js";
 import { openBlobStore } from "../registry/oci/storage.js";
+import { createFsBlobStore } from "../registry/oci/fs-store.js";
 
-/** The filesystem blob store of this configuration. */
-function filesystemStore(_config: Config): () => BlobStore {
-  return () => {
-    throw new ConfigError("REGISTRY_STORAGE=filesystem: the filesystem blob store is not part of this build; set REGISTRY_STORAGE=s3");
-  };
+/** The filesystem blob store of this configuration (REGISTRY_STORAGE_DIR). */
+function filesystemStore(config: Config): () => BlobStore {
+  return () => createFsBlobStore(config.registryStorageDir);
 }
 
 const main = defineCommand(

@@ -22,7 +22,6 @@ beforeAll(async () => {
     { uid: repoB, groupUid: org, name: "b" },
   ]);
   // The repos' blob links (the table comes with the registry's data plane; made here when not there yet).
-  await db.execute(sql`CREATE TABLE IF NOT EXISTS repo_blobs (repo_uid text NOT NULL REFERENCES repos(uid) ON DELETE CASCADE, digest text NOT NULL, size bigint NOT NULL, create_time timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (repo_uid, digest))`);
   await db.execute(sql`INSERT INTO repo_blobs (repo_uid, digest, size) VALUES (${repoA}, ${d("1")}, 1), (${repoB}, ${d("1")}, 1), (${repoB}, ${d("2")}, 1)`);
   await db.insert(manifests).values({ repoUid: repoA, digest: d("3"), mediaType: "application/vnd.oci.image.manifest.v1+json", isIndex: false });
 }, 120_000);

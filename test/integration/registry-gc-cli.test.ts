@@ -76,7 +76,6 @@ beforeAll(async () => {
     await database.db.insert(repos).values({ uid: repo, groupUid: org, name: "app" });
     await database.db.insert(manifests).values({ repoUid: repo, digest: names.manifest, mediaType: "application/vnd.oci.image.manifest.v1+json", isIndex: false });
     // The repo's blob links (the table comes with the registry's data plane; made here when not there yet).
-    await database.db.execute(sql`CREATE TABLE IF NOT EXISTS repo_blobs (repo_uid text NOT NULL, digest text NOT NULL, size bigint NOT NULL, create_time timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (repo_uid, digest))`);
     await database.db.execute(sql`INSERT INTO repo_blobs (repo_uid, digest, size) VALUES (${repo}, ${names.linked}, 20)`);
   } finally {
     await database.close();
