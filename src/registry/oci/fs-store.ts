@@ -6,7 +6,7 @@
 // Appends to one upload are serialized in this process; the offset check makes a second writer (another
 // replica, a retried request) fail with UploadOffsetError instead of interleaving bytes.
 import { createWriteStream } from "node:fs";
-import { mkdir, open, readdir, rename, rm, stat, truncate, unlink } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { UploadOffsetError, type BlobStore } from "./contracts.js";
@@ -114,7 +114,7 @@ export function createFsBlobStore(root: string): BlobStore {
       await handle.close();
     },
 
-    append(id, offset, data) {
+    async append(id, offset, data) {
       const path = uploadPath(id);
       return serialized(id, async () => {
         let size: number;
@@ -153,16 +153,21 @@ export function createFsBlobStore(root: string): BlobStore {
       return handle.createReadStream({ highWaterMark: 1 << 20 });
     },
 
-    commit(id, digest) {
+    async commit(id, digest) {
       const from = uploadPath(id);
       const to = blobPath(digest);
       return serialized(id, async () => {
+        let stored = true;
         try {
           await stat(to);
-          await unlink(from); // already stored: the existing blob is kept
-          return;
         } catch (err) {
           if (!isMissing(err)) throw err;
+          stored = false;
+        }
+        if (stored) {
+          // Already stored: the existing blob is kept, the upload (if still there: a repeated commit) discarded.
+          await rm(from, { force: true });
+          return;
         }
         await mkdir(join(to, ".."), { recursive: true });
         await rename(from, to);
