@@ -20,19 +20,8 @@ import { createManifestStore } from "./images.store.js";
 import { createRepoStore } from "./repos.store.js";
 import { createTagStore } from "./tags.store.js";
 import { isRecord } from "../kernel/records.js";
+import { IMAGE_CONFIG_TYPES, IMAGE_MANIFEST_TYPES, INDEX_TYPES, MEDIA_TYPES, platformText } from "./oci-media.js";
 
-const MEDIA_TYPES = {
-  ociManifest: "application/vnd.oci.image.manifest.v1+json",
-  ociIndex: "application/vnd.oci.image.index.v1+json",
-  dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",
-  dockerList: "application/vnd.docker.distribution.manifest.list.v2+json",
-  ociConfig: "application/vnd.oci.image.config.v1+json",
-  dockerConfig: "application/vnd.docker.container.image.v1+json",
-} as const;
-
-const IMAGE_MANIFEST_TYPES = new Set<string>([MEDIA_TYPES.ociManifest, MEDIA_TYPES.dockerManifest]);
-const INDEX_TYPES = new Set<string>([MEDIA_TYPES.ociIndex, MEDIA_TYPES.dockerList]);
-const IMAGE_CONFIG_TYPES = new Set<string>([MEDIA_TYPES.ociConfig, MEDIA_TYPES.dockerConfig]);
 const REF_NAME_ANNOTATION = "org.opencontainers.image.ref.name";
 /** Rows per write transaction. */
 const WRITE_BATCH = 500;
@@ -138,11 +127,6 @@ function descriptorOf(v: unknown, where: string): Descriptor {
   if (isRecord(v.annotations)) d.annotations = v.annotations as Record<string, string>;
   if (Array.isArray(v.urls)) d.urls = v.urls as string[];
   return d;
-}
-
-function platformText(p: { os?: unknown; architecture?: unknown; variant?: unknown } | undefined): string | undefined {
-  if (!p || typeof p.os !== "string" || typeof p.architecture !== "string" || !p.os || !p.architecture) return undefined;
-  return typeof p.variant === "string" && p.variant ? `${p.os}/${p.architecture}/${p.variant}` : `${p.os}/${p.architecture}`;
 }
 
 /** The tag a ref.name annotation names: a bare tag ("1.2"), or the tag of a full reference ("host/repo:1.2"). */

@@ -33,6 +33,7 @@ import type { HttpRoute } from "../../kernel/module.js";
 import type { RequestRecord } from "../../kernel/request.js";
 import { runUnitOfWork } from "../../kernel/unit-of-work.js";
 import { isRecord } from "../../kernel/records.js";
+import { IMAGE_CONFIG_TYPES, INDEX_TYPES, MANIFEST_TYPES, MEDIA_TYPES, platformText } from "../oci-media.js";
 import { toRepo } from "../repos.mapper.js";
 import { createRepoStore } from "../repos.store.js";
 import type { RegistryAuth } from "./auth.js";
@@ -47,18 +48,6 @@ type Res = http.ServerResponse | http2.Http2ServerResponse;
 const MAX_MANIFEST_BYTES = 4 * 1024 * 1024;
 /** Tags answered when a tags list names no n, and the most a page holds. */
 const MAX_TAGS_PAGE = 1000;
-
-const MEDIA = {
-  ociManifest: "application/vnd.oci.image.manifest.v1+json",
-  ociIndex: "application/vnd.oci.image.index.v1+json",
-  dockerManifest: "application/vnd.docker.distribution.manifest.v2+json",
-  dockerList: "application/vnd.docker.distribution.manifest.list.v2+json",
-  ociConfig: "application/vnd.oci.image.config.v1+json",
-  dockerConfig: "application/vnd.docker.container.image.v1+json",
-} as const;
-const MANIFEST_TYPES = new Set<string>([MEDIA.ociManifest, MEDIA.ociIndex, MEDIA.dockerManifest, MEDIA.dockerList]);
-const INDEX_TYPES = new Set<string>([MEDIA.ociIndex, MEDIA.dockerList]);
-const CONFIG_TYPES = new Set<string>([MEDIA.ociConfig, MEDIA.dockerConfig]);
 
 type ErrorCode =
   | "BLOB_UNKNOWN"
@@ -94,6 +83,7 @@ const blobUnknown = (digest: string) => new OciError(404, "BLOB_UNKNOWN", `blob 
 const manifestUnknown = (reference: string) => new OciError(404, "MANIFEST_UNKNOWN", `manifest ${reference} is not known to this repository`, { reference });
 const uploadUnknown = () => new OciError(404, "BLOB_UPLOAD_UNKNOWN", "no such upload in progress");
 const digestInvalid = (message: string, digest?: string) => new OciError(400, "DIGEST_INVALID", message, digest === undefined ? null : { digest });
+const malformedDigest = (digest: string) => digestInvalid(`unsupported or malformed digest ${JSON.stringify(digest)}`, digest);
 
 export interface OciRouteDeps {
   db: Db;
@@ -273,6 +263,11 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   async function finishUpload(id: string, size: number, digest: string, repoUid: string): Promise<void> {
     const actual = await digestOfUpload(id, size, digest);
     hashes.delete(id);
+    await commitVerified(id, size, actual, digest, repoUid);
+  }
+
+  /** Makes a staged upload the blob `digest` linked to the repo, when its content's digest is `digest`; else discards it. */
+  async function commitVerified(id: string, size: number, actual: string, digest: string, repoUid: string): Promise<void> {
     if (actual !== digest) {
       await blobs.abort(id);
       throw digestInvalid(`the uploaded content's digest is ${actual}, not ${digest}`, digest);
@@ -288,7 +283,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   // Blobs
 
   async function getBlob(req: Req, res: Res, target: RepositoryTarget, digest: string, actor: string | undefined) {
-    if (!isSupportedDigest(digest)) throw digestInvalid(`unsupported or malformed digest ${JSON.stringify(digest)}`, digest);
+    if (!isSupportedDigest(digest)) throw malformedDigest(digest);
     const repoUid = target.repoUid!;
     if ((await store.linkedBlob(repoUid, digest)) === undefined) throw blobUnknown(digest);
     const stat = await blobs.stat(digest);
@@ -324,7 +319,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   }
 
   async function deleteBlob(res: Res, target: RepositoryTarget, digest: string) {
-    if (!isSupportedDigest(digest)) throw digestInvalid(`unsupported or malformed digest ${JSON.stringify(digest)}`, digest);
+    if (!isSupportedDigest(digest)) throw malformedDigest(digest);
     if (!(await store.unlink(target.repoUid!, digest))) throw blobUnknown(digest);
     send(res, 202, {});
   }
@@ -361,7 +356,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     // Monolithic: the whole blob in this request.
     if (!isSupportedDigest(digest)) {
       await blobs.abort(id);
-      throw digestInvalid(`unsupported or malformed digest ${JSON.stringify(digest)}`, digest);
+      throw malformedDigest(digest);
     }
     const hash = hashOf(digest);
     let size: number;
@@ -371,13 +366,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       await blobs.abort(id);
       throw err;
     }
-    const actual = `${digest.slice(0, digest.indexOf(":"))}:${hash.digest("hex")}`;
-    if (actual !== digest) {
-      await blobs.abort(id);
-      throw digestInvalid(`the uploaded content's digest is ${actual}, not ${digest}`, digest);
-    }
-    await blobs.commit(id, digest);
-    await store.link(repoUid, digest, size);
+    await commitVerified(id, size, `${digest.slice(0, digest.indexOf(":"))}:${hash.digest("hex")}`, digest, repoUid);
     await recordBlobPush(req, target, repoUid, decision.subject, digest);
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
@@ -489,7 +478,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   async function putManifest(req: Req, res: Res, target: RepositoryTarget, decision: Extract<AccessDecision, { ok: true }>, repoName: string, reference: string) {
     const byDigest = !isTag(reference);
     if (byDigest && !looksLikeDigest(reference)) throw new OciError(400, "MANIFEST_INVALID", `${JSON.stringify(reference)} is neither a tag nor a digest`);
-    if (byDigest && !isSupportedDigest(reference)) throw digestInvalid(`unsupported or malformed digest ${JSON.stringify(reference)}`, reference);
+    if (byDigest && !isSupportedDigest(reference)) throw malformedDigest(reference);
     let bytes: Buffer;
     try {
       bytes = await readBody(req as Parameters<typeof readBody>[0], MAX_MANIFEST_BYTES);
@@ -510,7 +499,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     if (declared && contentType && MANIFEST_TYPES.has(contentType) && declared !== contentType) {
       throw new OciError(400, "MANIFEST_INVALID", `the manifest's mediaType ${declared} differs from its Content-Type ${contentType}`);
     }
-    const mediaType = MANIFEST_TYPES.has(contentType) ? contentType : declared ?? (Array.isArray(doc.manifests) ? MEDIA.ociIndex : MEDIA.ociManifest);
+    const mediaType = MANIFEST_TYPES.has(contentType) ? contentType : declared ?? (Array.isArray(doc.manifests) ? MEDIA_TYPES.ociIndex : MEDIA_TYPES.ociManifest);
     if (!MANIFEST_TYPES.has(mediaType)) throw new OciError(400, "MANIFEST_INVALID", `unsupported manifest media type ${JSON.stringify(mediaType)}`);
     const digest = `${byDigest ? reference.slice(0, reference.indexOf(":")) : "sha256"}:${createHash(byDigest && reference.startsWith("sha512:") ? "sha512" : "sha256").update(bytes).digest("hex")}`;
     if (byDigest && digest !== reference) throw digestInvalid(`the manifest's digest is ${digest}, not ${reference}`, reference);
@@ -557,8 +546,8 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       if (missing) throw new OciError(400, "MANIFEST_BLOB_UNKNOWN", `blob ${missing} is not in this repository`, { digest: missing });
       row.size = BigInt(config.size) + layers.reduce((s, l) => s + BigInt(l.size), 0n);
       const configType = typeof config.mediaType === "string" ? config.mediaType : "";
-      row.artifactType ??= CONFIG_TYPES.has(configType) ? null : configType || null;
-      if (CONFIG_TYPES.has(configType) && config.size <= MAX_MANIFEST_BYTES) {
+      row.artifactType ??= IMAGE_CONFIG_TYPES.has(configType) ? null : configType || null;
+      if (IMAGE_CONFIG_TYPES.has(configType) && config.size <= MAX_MANIFEST_BYTES) {
         try {
           const cfg: unknown = JSON.parse((await readSmallBlob(config.digest)).toString("utf8"));
           row.platform = isRecord(cfg) ? (platformText(cfg) ?? null) : null;
@@ -598,7 +587,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     if (isTag(reference)) {
       if (!(await store.deleteTag(repoUid, reference))) throw manifestUnknown(reference);
     } else {
-      if (!isSupportedDigest(reference)) throw digestInvalid(`unsupported or malformed digest ${JSON.stringify(reference)}`, reference);
+      if (!isSupportedDigest(reference)) throw malformedDigest(reference);
       if (!(await store.deleteManifest(repoUid, reference))) throw manifestUnknown(reference);
     }
     send(res, 202, {});
@@ -625,7 +614,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   }
 
   async function referrers(req: Req, res: Res, target: RepositoryTarget, digest: string, query: URLSearchParams) {
-    if (!isSupportedDigest(digest)) throw digestInvalid(`unsupported or malformed digest ${JSON.stringify(digest)}`, digest);
+    if (!isSupportedDigest(digest)) throw malformedDigest(digest);
     const artifactType = query.get("artifactType") ?? undefined;
     const rows = await store.referrers(target.repoUid!, digest, artifactType);
     const manifests = rows.map((r) => ({
@@ -635,8 +624,8 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       ...(r.artifactType ? { artifactType: r.artifactType } : {}),
       ...(r.annotations ? { annotations: r.annotations } : {}),
     }));
-    const body = JSON.stringify({ schemaVersion: 2, mediaType: MEDIA.ociIndex, manifests });
-    send(res, 200, { "content-type": MEDIA.ociIndex, ...(artifactType !== undefined ? { "oci-filters-applied": "artifactType" } : {}) }, req.method === "HEAD" ? undefined : body);
+    const body = JSON.stringify({ schemaVersion: 2, mediaType: MEDIA_TYPES.ociIndex, manifests });
+    send(res, 200, { "content-type": MEDIA_TYPES.ociIndex, ...(artifactType !== undefined ? { "oci-filters-applied": "artifactType" } : {}) }, req.method === "HEAD" ? undefined : body);
   }
 
   // ---------------------------------------------------------------------------------------------------
@@ -813,9 +802,4 @@ function noteCaller(record: RequestRecord, access: Access | undefined): void {
   const values = createContextValues();
   values.set(accessKey, access);
   record.values = values;
-}
-
-function platformText(p: { os?: unknown; architecture?: unknown; variant?: unknown } | undefined): string | undefined {
-  if (!p || typeof p.os !== "string" || typeof p.architecture !== "string" || !p.os || !p.architecture) return undefined;
-  return typeof p.variant === "string" && p.variant ? `${p.os}/${p.architecture}/${p.variant}` : `${p.os}/${p.architecture}`;
 }
