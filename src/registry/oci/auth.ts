@@ -21,6 +21,7 @@ import type http2 from "node:http2";
 import { decodeJwt } from "jose";
 import { Capability } from "../../../gen/capabilities/capabilities_pb.js";
 import { createCandidateAccess, mintToken, verifyOwnToken, type Access, type Authenticator, type KeyStore } from "../../kernel/auth/index.js";
+import { parseAuthorization } from "../../kernel/authorization-header.js";
 import { log } from "../../kernel/log.js";
 import type { AccessDecision, RegistryAction, RegistryAuthorizer, RepositoryTarget } from "./contracts.js";
 import { isValidName } from "./names.js";
@@ -62,14 +63,15 @@ export function registryServiceOf(issuerUrl: string): string {
 
 type Credentials = { kind: "none" } | { kind: "token"; token: string } | { kind: "malformed"; problem: string };
 
+/**
+ * The token of a request's credentials: Basic with the user `_token` (read here: only the registry takes it),
+ * or Bearer (read by the kernel, as on every other route).
+ */
 function credentialsOf(req: Req): Credentials {
   const header = req.headers.authorization;
-  if (!header) return { kind: "none" };
-  const [scheme, value, ...rest] = header.trim().split(/\s+/);
-  if (!value || rest.length > 0) return { kind: "malformed", problem: "the Authorization header must be 'Bearer <token>' or 'Basic <base64 of _token:<token>>'" };
-  if (scheme!.toLowerCase() === "bearer") return { kind: "token", token: value };
-  if (scheme!.toLowerCase() === "basic") {
-    const decoded = Buffer.from(value, "base64").toString("utf8");
+  const basic = /^\s*basic\s+(\S+)\s*$/i.exec(header ?? "");
+  if (basic) {
+    const decoded = Buffer.from(basic[1]!, "base64").toString("utf8");
     const colon = decoded.indexOf(":");
     if (colon < 0) return { kind: "malformed", problem: "Basic credentials must be <user>:<password>" };
     const user = decoded.slice(0, colon);
@@ -78,7 +80,10 @@ function credentialsOf(req: Req): Credentials {
     if (!password) return { kind: "malformed", problem: "the password must be a token of this server" };
     return { kind: "token", token: password };
   }
-  return { kind: "malformed", problem: `unsupported authorization scheme ${JSON.stringify(scheme!.slice(0, 20))}` };
+  const auth = parseAuthorization(header);
+  if (auth.kind === "none") return auth;
+  if (auth.kind === "bearer") return { kind: "token", token: auth.token };
+  return { kind: "malformed", problem: `the Authorization header ${auth.problem}; or send Basic credentials: the user "_token" and a token as the password` };
 }
 
 /** What verified credentials establish: an identity's access (and, for a registry token, its `access` claim), or nobody. */
