@@ -6,13 +6,9 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterAll, beforeEach, afterEach, describe, expect, it } from "vitest";
 import { type BlobStore, UploadOffsetError } from "../../src/registry/oci/contracts.js";
-import { blobStoreSubjects, stopS3Subject } from "../support/blob-stores.js";
+import { blobStoreSubjects, digestOf, putBlob, stopS3Subject } from "../support/blob-stores.js";
 
 const MiB = 1024 * 1024;
-
-function digestOf(data: Buffer, alg: "sha256" | "sha512" = "sha256"): string {
-  return `${alg}:${createHash(alg).update(data).digest("hex")}`;
-}
 
 async function text(stream: Readable | Promise<Readable>): Promise<Buffer> {
   const parts: Buffer[] = [];
@@ -27,15 +23,6 @@ async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
 }
 
 /** Puts a blob the way a monolithic push does: start, one append, commit. */
-async function put(store: BlobStore, data: Buffer, alg: "sha256" | "sha512" = "sha256"): Promise<string> {
-  const id = randomUUID();
-  const digest = digestOf(data, alg);
-  await store.startUpload(id);
-  await store.append(id, 0, Readable.from([data]));
-  await store.commit(id, digest);
-  return digest;
-}
-
 /** A stream that fails after sending `bytes`: a request body broken off. */
 function brokenStream(bytes: Buffer): Readable {
   return Readable.from(
@@ -59,7 +46,7 @@ describe.each(blobStoreSubjects)("BlobStore: $name", (subject) => {
 
   it("stores a blob under its digest: stat, read whole and by range, list, delete", async () => {
     const data = Buffer.from("hello, registry\n");
-    const digest = await put(store, data);
+    const digest = await putBlob(store, data);
     expect(await store.stat(digest)).toEqual({ size: data.length });
     expect(await text(store.read(digest))).toEqual(data);
     expect(await text(store.read(digest, { start: 7, end: 14 }))).toEqual(data.subarray(7, 15));
@@ -76,8 +63,8 @@ describe.each(blobStoreSubjects)("BlobStore: $name", (subject) => {
   });
 
   it("keeps sha512 blobs and empty blobs", async () => {
-    const big = await put(store, Buffer.from("sha512 content"), "sha512");
-    const empty = await put(store, Buffer.alloc(0));
+    const big = await putBlob(store, Buffer.from("sha512 content"), "sha512");
+    const empty = await putBlob(store, Buffer.alloc(0));
     expect(await store.stat(big)).toEqual({ size: 14 });
     expect(await store.stat(empty)).toEqual({ size: 0 });
     expect(await text(store.read(empty))).toEqual(Buffer.alloc(0));
@@ -190,7 +177,7 @@ describe.each(blobStoreSubjects)("BlobStore: $name", (subject) => {
 
   it("commit of a digest already stored keeps the one blob and discards the upload; a repeated commit is a no-op", async () => {
     const data = Buffer.from("the same layer, pushed twice");
-    const digest = await put(store, data);
+    const digest = await putBlob(store, data);
     const id = randomUUID();
     await store.startUpload(id);
     await store.append(id, 0, Readable.from([data]));

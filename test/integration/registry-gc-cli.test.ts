@@ -1,7 +1,7 @@
 // `npm run registry-gc` as an operator runs it: on S3 storage (the test S3 server) and the embedded database,
 // it removes the old unreferenced blob and the abandoned upload, and keeps what a repo links, what a repo
 // stores as a manifest, and what was written within the grace period; --dry-run removes nothing.
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +13,7 @@ import { groups, manifests, repos } from "../../src/db/schema/index.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import type { BlobStore } from "../../src/registry/oci/contracts.js";
 import { createS3BlobStore } from "../../src/registry/oci/s3-store.js";
+import { putBlob } from "../support/blob-stores.js";
 import { runCli } from "../support/cli.js";
 import { startS3Server, type TestS3Server } from "../support/s3-server.js";
 
@@ -21,16 +22,6 @@ let s3: TestS3Server;
 let store: BlobStore;
 let dataDir = "";
 let env: Record<string, string>;
-
-async function put(text: string): Promise<string> {
-  const data = Buffer.from(text);
-  const id = randomUUID();
-  const digest = `sha256:${createHash("sha256").update(data).digest("hex")}`;
-  await store.startUpload(id);
-  await store.append(id, 0, Readable.from([data]));
-  await store.commit(id, digest);
-  return digest;
-}
 
 async function listed(): Promise<{ blobs: string[]; uploads: string[] }> {
   const blobs: string[] = [];
@@ -57,14 +48,14 @@ beforeAll(async () => {
     REGISTRY_GC_GRACE_MINUTES: "60",
     REGISTRY_UPLOAD_TTL_HOURS: "24",
   };
-  names.linked = await put("a layer a repo links");
-  names.manifest = await put('{"schemaVersion":2}');
-  names.orphan = await put("a layer of a deleted repo");
+  names.linked = await putBlob(store, "a layer a repo links");
+  names.manifest = await putBlob(store, '{"schemaVersion":2}');
+  names.orphan = await putBlob(store, "a layer of a deleted repo");
   names.abandoned = randomUUID();
   await store.startUpload(names.abandoned);
   await store.append(names.abandoned, 0, Readable.from([Buffer.from("half")]));
   await s3.age(2 * DAY);
-  names.young = await put("a layer pushed a moment ago");
+  names.young = await putBlob(store, "a layer pushed a moment ago");
   names.active = randomUUID();
   await store.startUpload(names.active);
 

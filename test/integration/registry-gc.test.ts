@@ -1,23 +1,13 @@
 // Garbage collection of the registry's storage (src/registry/oci/gc.ts) on every BlobStore backend: abandoned
 // uploads and unreferenced blobs go, what is referenced, young or linked while the collection runs stays.
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { BlobStore } from "../../src/registry/oci/contracts.js";
 import { loadConfig } from "../../src/config.js";
 import { collectGarbage, startConfiguredGcWorker, startGcWorker, type BlobReferences, type GcReport } from "../../src/registry/oci/gc.js";
-import { blobStoreSubjects, stopS3Subject } from "../support/blob-stores.js";
+import { blobStoreSubjects, putBlob, stopS3Subject } from "../support/blob-stores.js";
 import { until } from "../support/poll.js";
-
-async function put(store: BlobStore, text: string): Promise<string> {
-  const data = Buffer.from(text);
-  const id = randomUUID();
-  const digest = `sha256:${createHash("sha256").update(data).digest("hex")}`;
-  await store.startUpload(id);
-  await store.append(id, 0, Readable.from([data]));
-  await store.commit(id, digest);
-  return digest;
-}
 
 async function modifiedOf<T extends { modified: Date }>(items: AsyncIterable<T>, pick: (x: T) => boolean): Promise<number> {
   for await (const x of items) if (pick(x)) return x.modified.getTime();
@@ -64,10 +54,10 @@ describe.each(blobStoreSubjects)("registry gc: $name", (subject) => {
   afterEach(async () => dispose());
 
   it("removes an old unreferenced blob; keeps a referenced one and a young unreferenced one", async () => {
-    const unreferenced = await put(store, "layer of a deleted repo");
-    const referenced = await put(store, "layer of a tagged image");
+    const unreferenced = await putBlob(store, "layer of a deleted repo");
+    const referenced = await putBlob(store, "layer of a tagged image");
     await tick();
-    const young = await put(store, "layer just pushed, not linked yet");
+    const young = await putBlob(store, "layer just pushed, not linked yet");
     const oldTime = Math.max(await modifiedOf(store.list(), (b) => b.digest === unreferenced), await modifiedOf(store.list(), (b) => b.digest === referenced));
     const youngTime = await modifiedOf(store.list(), (b) => b.digest === young);
     expect(youngTime).toBeGreaterThan(oldTime);
@@ -80,8 +70,8 @@ describe.each(blobStoreSubjects)("registry gc: $name", (subject) => {
   });
 
   it("keeps a blob linked between the mark and the sweep", async () => {
-    const reused = await put(store, "an old layer pushed again by digest");
-    const gone = await put(store, "an old layer nobody pushes");
+    const reused = await putBlob(store, "an old layer pushed again by digest");
+    const gone = await putBlob(store, "an old layer nobody pushes");
     const later = new Date(Date.now() + 7_200_000);
     // The mark asks first; right after its answer a push links `reused` (a mount, or a commit of that digest).
     const refs = links([], (asked, call) => {
@@ -115,7 +105,7 @@ describe.each(blobStoreSubjects)("registry gc: $name", (subject) => {
   });
 
   it("a dry run reports what it would remove and removes nothing", async () => {
-    const blob = await put(store, "unreferenced");
+    const blob = await putBlob(store, "unreferenced");
     const upload = randomUUID();
     await store.startUpload(upload);
     const later = new Date(Date.now() + 48 * 3_600_000);
@@ -126,7 +116,7 @@ describe.each(blobStoreSubjects)("registry gc: $name", (subject) => {
   });
 
   it("asks about blobs in batches and removes across several", async () => {
-    const all = await Promise.all(Array.from({ length: 7 }, (_, i) => put(store, `blob ${i}`)));
+    const all = await Promise.all(Array.from({ length: 7 }, (_, i) => putBlob(store, `blob ${i}`)));
     const keep = new Set(all.slice(0, 2));
     const sizes: number[] = [];
     const refs = links(keep, (asked) => sizes.push(asked.length));
@@ -154,7 +144,7 @@ describe("the gc worker", () => {
   it("collects on its interval, reports each run, and stops", async () => {
     const { store, dispose } = await blobStoreSubjects[0]!.open();
     try {
-      const blob = await put(store, "collected by the worker");
+      const blob = await putBlob(store, "collected by the worker");
       const reports: GcReport[] = [];
       const worker = startGcWorker(store, links([]), {
         uploadTtlMs: 3_600_000,
@@ -179,7 +169,7 @@ describe("the gc worker", () => {
   it("a failed run is reported and the next one still happens", async () => {
     const { store, dispose } = await blobStoreSubjects[0]!.open();
     try {
-      await put(store, "blob");
+      await putBlob(store, "blob");
       const errors: unknown[] = [];
       const reports: GcReport[] = [];
       let fail = true;

@@ -1,9 +1,11 @@
 // The BlobStore backends every storage test runs against: one entry per backend, each opening a fresh, empty
 // store and removing what it made. A test suite written once (test/integration/blob-store.test.ts,
 // registry-gc.test.ts) runs on each entry.
+import { createHash, randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable } from "node:stream";
 import type { BlobStore } from "../../src/registry/oci/contracts.js";
 import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
 import { createS3BlobStore } from "../../src/registry/oci/s3-store.js";
@@ -70,3 +72,19 @@ export const fsSubject: BlobStoreSubject = {
 
 /** Every backend the shared storage tests run against. */
 export const blobStoreSubjects: readonly BlobStoreSubject[] = [s3Subject, fsSubject];
+
+/** The digest of `data` ("sha256:<hex>" by default). */
+export function digestOf(data: Buffer, alg: "sha256" | "sha512" = "sha256"): string {
+  return `${alg}:${createHash(alg).update(data).digest("hex")}`;
+}
+
+/** Stores `data` as a blob the way a push does (an upload of one chunk, committed); its digest. */
+export async function putBlob(store: BlobStore, data: Buffer | string, alg: "sha256" | "sha512" = "sha256"): Promise<string> {
+  const bytes = typeof data === "string" ? Buffer.from(data) : data;
+  const id = randomUUID();
+  const digest = digestOf(bytes, alg);
+  await store.startUpload(id);
+  await store.append(id, 0, Readable.from([bytes]));
+  await store.commit(id, digest);
+  return digest;
+}
