@@ -557,6 +557,18 @@ describe.each(protocols)("UpdateRepo [%s]", (protocol: Protocol) => {
     expect(await get(uid)).toEqual(out.message);
   });
 
+  it("public (anonymous pulls over /v2/): set and cleared with the mask; a repo is private until its owner says so", async () => {
+    const uid = await fullRepo();
+    expect((await get(uid)).public).toBe(false);
+    const made = await update({ repo: { uid, public: true }, updateMask: { paths: ["public"] } });
+    expect(made.error, made.error?.message).toBeUndefined();
+    expect(made.message).toMatchObject({ uid, public: true, description: "before" });
+    expect((await get(uid)).public).toBe(true);
+    const cleared = await update({ repo: { uid }, updateMask: { paths: ["public"] } });
+    expect(cleared.error, cleared.error?.message).toBeUndefined();
+    expect((await get(uid)).public).toBe(false);
+  });
+
   it("rule 1: a named field absent from the body is cleared", async () => {
     const uid = await fullRepo();
     const out = await update({ repo: { uid }, updateMask: { paths: ["bundles", "sync_config"] } });
