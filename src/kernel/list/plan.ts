@@ -90,10 +90,6 @@ function skipOf(value: number | undefined): number {
 }
 
 /**
- * Parses the paging fields of a List request into a plan. Throws INVALID_ARGUMENT on `page_size`, `skip`,
- * `order_by` or `page_token`. A valid token older than the lifetime silently restarts from the first page.
- */
-/**
  * The digest of a caller's visibility, remembered per object: the caller's access hands every call the same
  * array of scopes while its grants are unchanged (kernel/auth/access.ts), and a caller bound in 10,000 groups
  * took some 50 ms to digest them on every page.
@@ -106,6 +102,10 @@ function scopeDigestOf(scope: unknown): string {
   return digest;
 }
 
+/**
+ * Parses the paging fields of a List request into a plan. Throws INVALID_ARGUMENT on `page_size`, `skip`,
+ * `order_by` or `page_token`. A valid token older than the lifetime silently restarts from the first page.
+ */
 export function parseListRequest(request: ListRequestFields, spec: ListSpec, context: ListContext): ListPlan {
   const limit = pageSizeOf(request.pageSize);
   const skip = skipOf(request.skip);
