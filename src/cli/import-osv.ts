@@ -9,6 +9,7 @@
 // 2 bad arguments.
 import { importOsv } from "../advisory/osv-import.js";
 import { runImport } from "./import-run.js";
+import { countOf } from "./progress.js";
 import { defineCommand, runWhenMain } from "./run.js";
 
 const main = defineCommand(
@@ -27,10 +28,10 @@ const main = defineCommand(
   ({ positionals }, env) =>
     runImport(env, {
       start: `importing ${positionals.join(", ")}`,
-      run: (database, progress) => importOsv(database.db, positionals, { onProgress: (done) => progress.update((s) => `read ${done} files (${s.toFixed(0)} s)`) }),
+      run: (database, progress) => importOsv(database.db, positionals, { onProgress: (done) => progress.update((s) => `read ${countOf(done, "file")} (${s.toFixed(0)} s)`) }),
       done: (summary) => {
         const { added, changed, unchanged } = summary.records;
-        return [`done: ${added + changed + unchanged + summary.skipped.length} files, ${added} added, ${changed} changed, ${unchanged} unchanged, ${summary.skipped.length} skipped`];
+        return [`done: ${countOf(added + changed + unchanged + summary.skipped.length, "file")}, ${added} added, ${changed} changed, ${unchanged} unchanged, ${summary.skipped.length} skipped`];
       },
       exitCode: (summary) => (summary.skipped.length > 0 ? 1 : 0),
     }),

@@ -49,3 +49,8 @@ export function createProgress(stream: NodeJS.WriteStream = process.stderr, opts
     end,
   };
 }
+
+/** `n` and the noun, plural unless n is 1 ("1 file", "3 files"). */
+export function countOf(n: number, noun: string): string {
+  return `${n} ${n === 1 ? noun : `${noun}s`}`;
+}

@@ -1,6 +1,6 @@
 // Progress of long commands: one line rewritten in place on a terminal, plain lines (throttled) otherwise.
 import { describe, expect, it } from "vitest";
-import { createProgress } from "../../src/cli/progress.js";
+import { countOf, createProgress } from "../../src/cli/progress.js";
 
 function fakeStream(isTTY: boolean) {
   const writes: string[] = [];
@@ -27,5 +27,9 @@ describe("createProgress", () => {
     p.update(() => "done", true);
     p.end();
     expect(writes).toEqual(["scanning\n", "done\n"]);
+  });
+
+  it("counts in the singular for one and the plural otherwise", () => {
+    expect([countOf(0, "file"), countOf(1, "file"), countOf(2, "file")]).toEqual(["0 files", "1 file", "2 files"]);
   });
 });
