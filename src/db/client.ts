@@ -5,6 +5,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readMigrationFiles } from "drizzle-orm/migrator";
+import type { Logger } from "drizzle-orm/logger";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { Sql } from "postgres";
 import { DataDirLockedError, lockDataDir, type DataDirLock } from "./data-dir-lock.js";
@@ -96,6 +97,8 @@ export interface PostgresOptions {
   statementTimeoutMs?: number;
   /** How long a query or transaction waits for a free connection before failing UNAVAILABLE (default 5 s). */
   acquireTimeoutMs?: number;
+  /** Hears every statement the pool's Drizzle sends (none by default; tests capture statements with it). */
+  logger?: Logger;
 }
 
 /** Opens PostgreSQL at `url`, applying pending migrations under an advisory lock (replicas may race). */
@@ -134,7 +137,7 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   const client = postgres(url, { ...options, max, connection });
   const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
   const errors = createErrorCounts();
-  const db = drizzle(gatePool(client, gate, errors.count), { schema }) as unknown as Db;
+  const db = drizzle(gatePool(client, gate, errors.count), { schema, logger: opts.logger }) as unknown as Db;
   const subscriptions = createSubscriptions(() => postgres(url, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {
     db,
@@ -261,7 +264,7 @@ function createSubscriptions(open: () => Sql) {
  * locked while open (data-dir-lock.ts): opening one that another process has open throws DataDirLockedError,
  * before anything is read or written.
  */
-export async function openPglite(dataDir: string, opts: { shareWithCommands?: boolean } = {}): Promise<Database> {
+export async function openPglite(dataDir: string, opts: { shareWithCommands?: boolean; logger?: Logger } = {}): Promise<Database> {
   let lock: DataDirLock | undefined;
   const inMemory = dataDir.startsWith("memory://");
   if (!inMemory) {
@@ -289,7 +292,7 @@ export async function openPglite(dataDir: string, opts: { shareWithCommands?: bo
       }
     };
     const errors = createErrorCounts();
-    const db = drizzle(countingErrors(client, errors.count), { schema });
+    const db = drizzle(countingErrors(client, errors.count), { schema, logger: opts.logger });
     if (!inMemory) await announceMigrations(async (text) => (await client.query<Record<string, unknown>>(text)).rows);
     await migrate(db, { migrationsFolder });
     if (opts.shareWithCommands && !inMemory) {

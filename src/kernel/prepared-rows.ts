@@ -34,6 +34,8 @@ interface PreparedInternals {
   fields?: FieldEntry[];
   joinsNotNullableMap?: Record<string, boolean>;
   customResultMapper?: (rows: unknown[][]) => unknown;
+  /** The database's Drizzle logger (a NoopLogger unless one was given). */
+  logger?: { logQuery(query: string, params: unknown[]): void };
   execute(values?: Record<string, unknown>): Promise<unknown>;
 }
 
@@ -195,8 +197,8 @@ interface HotStatementOptions {
 
 /**
  * A prepared select made hot: rows mapped by the compiled mapper (withCompiledRows) and, on postgres.js, run
- * as a named statement of each connection (see the top of this file). The rows, and a failed query's
- * DrizzleQueryError, are those Drizzle's execute gives; on other drivers (PGlite) only the mapper changes. A client made with `prepare: false` (e.g. behind
+ * as a named statement of each connection (see the top of this file). The rows, a failed query's
+ * DrizzleQueryError, and what the database's Drizzle logger hears, are those Drizzle's execute gives; on other drivers (PGlite) only the mapper changes. A client made with `prepare: false` (e.g. behind
  * a transaction-mode pooler) keeps its statements unnamed: postgres.js honours the client's setting first.
  */
 export function hotStatement<P>(prepared: P, opts: HotStatementOptions = {}): P {
@@ -207,6 +209,7 @@ export function hotStatement<P>(prepared: P, opts: HotStatementOptions = {}): P 
   const map = q.customResultMapper ?? ((rows: unknown[][]) => rows.map((row) => mapResultRow(fields, row, joinsNotNullableMap)));
   q.execute = async (values = {}) => {
     const bound = fillPlaceholders(params, values);
+    q.logger?.logQuery(queryString, bound);
     let rows: unknown[][];
     try {
       rows = await client.unsafe(queryString, bound, { prepare: true }).values();

@@ -9,11 +9,11 @@ export interface TestDatabase extends Database {
   dispose(): Promise<void>;
 }
 
-/** `postgres`: options of the pool on PostgreSQL (its size, timeouts); PGlite has none. */
+/** `postgres`: options of the pool on PostgreSQL (its size, timeouts; PGlite has none) and the Drizzle logger (both). */
 export async function openTestDatabase(postgresOptions: PostgresOptions = {}): Promise<TestDatabase> {
   const url = process.env.DATABASE_URL;
   if (!url) {
-    const db = await openPglite("memory://");
+    const db = await openPglite("memory://", { logger: postgresOptions.logger });
     return { ...db, dispose: () => db.close() };
   }
   const name = `t_${process.pid}_${randomBytes(4).toString("hex")}`;

@@ -1,6 +1,7 @@
 // A real server on a real port (127.0.0.1, ephemeral), on a test database, for contract tests. Its issuer
 // is its own base URL; `token()` mints an access token for any identity, as the service itself would.
 import { mkdtemp, rm } from "node:fs/promises";
+import type { Logger } from "drizzle-orm/logger";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
@@ -44,13 +45,15 @@ export type TestServerOptions = Partial<Pick<ComposeDeps, "blobs" | "serviceDoma
    * itself is then fresh at once.
    */
   notificationDelayMs?: number;
+  /** Hears every statement the server's database is sent (test/integration/shard-statements.test.ts). */
+  databaseLogger?: Logger;
 };
 
 const UNLIMITED = { burst: 1_000_000, perMinute: 1_000_000 };
 
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
-  const database = await openTestDatabase();
+  const database = await openTestDatabase({ logger: opts.databaseLogger });
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
   // As in development: the client-secret key kept in the database.
   const idpSecretKey = await ensureSecret(database.db, "idp-secret-key");
@@ -70,7 +73,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
-  const { externalOptions, delivery, notificationDelayMs, ...appOpts } = opts;
+  const { externalOptions, delivery, notificationDelayMs, databaseLogger: _logger, ...appOpts } = opts;
   // The registry's blobs, in a directory of this server's own (removed when it closes).
   const blobsDir = opts.blobs ? undefined : await mkdtemp(join(tmpdir(), "apiserver-blobs-"));
   const blobs = opts.blobs ?? createFsBlobStore(blobsDir!);
