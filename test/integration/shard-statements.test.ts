@@ -154,6 +154,16 @@ describe("the hot statements on a distributed database", () => {
     expect(grants.length).toBeGreaterThan(0);
     expect(grants.some((v) => v.shards === "cross-shard" && v.crossings.includes("role_bindings.identity_uid"))).toBe(true);
     expect(touching("registry GC (blob references)", "repo_blobs").map((v) => v.shards)).toEqual(["multi-shard"]);
+    // No other crossing: a hot statement that starts joining over another declared crossing shows here first.
+    const all = [...verdicts.values()].flat();
+    expect([...new Set(all.flatMap((v) => v.crossings))]).toEqual(["role_bindings.identity_uid"]);
+  });
+
+  it("lock rows across shards only in event delivery (what docs/sharding.md says must become per shard)", () => {
+    const all = [...verdicts.values()].flat();
+    const lockingEverywhere = all.filter((v) => v.locks && v.shards !== "router");
+    expect(lockingEverywhere.length).toBeGreaterThan(0);
+    for (const v of lockingEverywhere) expect(v.tables, v.sql).toContain("event_deliveries");
   });
 
   it("every table of the migrated database is classified", async () => {
