@@ -85,8 +85,10 @@ export function createOciStore(db: Executor) {
       return new Set(rows.map((r) => r.digest));
     },
 
-    async link(repoUid: string, digest: string, size: number): Promise<void> {
-      await db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing();
+    /** Links a blob to the repo; false when it was linked already. */
+    async link(repoUid: string, digest: string, size: number): Promise<boolean> {
+      const made = await db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
+      return made.length > 0;
     },
 
     /** Unlinks a blob from the repo; false when it was not linked. */
