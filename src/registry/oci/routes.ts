@@ -38,7 +38,7 @@ import { toRepo } from "../repos.mapper.js";
 import { createRepoStore } from "../repos.store.js";
 import type { RegistryAuth } from "./auth.js";
 import { UploadOffsetError, type AccessDecision, type BlobStore, type RegistryAction, type RepositoryTarget } from "./contracts.js";
-import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, type V2Path } from "./names.js";
+import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, splitName, type V2Path } from "./names.js";
 import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, type ManifestPut, type RegistryEventBody } from "./store.js";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
@@ -212,7 +212,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   async function recordBlobPush(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, digest: string) {
     counters?.pushes.inc({ type: "blob" });
     await store
-      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), digest, type: "blob" })
+      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), display_name: splitName(target.name).repo, digest, type: "blob" })
       .catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
   }
 
@@ -588,6 +588,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       const previous = tag ? await s.setTag(repoUid, tag, digest) : undefined;
       await s.recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, decision.subject ?? "", {
         ...eventBase(req, target, repoUid),
+        display_name: splitName(target.name).repo,
         digest,
         type: "manifest",
         ...(tag ? { tag } : {}),
