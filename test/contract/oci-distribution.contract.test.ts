@@ -6,6 +6,7 @@
 // backends (the filesystem, and S3 on a test S3 server in this process) and, as every contract test, on the
 // database DATABASE_URL names (PGlite without it).
 import { createHash } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import http2 from "node:http2";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -79,6 +80,20 @@ async function pushImage(name: string, ref: string, token: string, layers = [Buf
   expect(r.status, r.text).toBe(201);
   expect(r.headers.get("docker-content-digest")).toBe(image.digest);
   return image;
+}
+
+/** A GET with the path sent as written (node:http does not resolve dot segments, as fetch's URL parser does). */
+function rawGet(path: string, token: string) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = httpRequest(server.baseUrl + "/", { method: "GET", path, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
 }
 
 /** One request over HTTP/2 cleartext (as clients do over TLS with ALPN h2). */
@@ -176,6 +191,18 @@ describe.each(backends)("on the $name blob store", (backend) => {
       // The owner's pull token cannot push either, nor reach another repo.
       const pullOnly = JSON.parse((await http("GET", `/token?scope=${encodeURIComponent(`repository:${name}:pull`)}`, { basic: world.token.owner })).text) as { token: string };
       expect((await http("POST", `/v2/${name}/blobs/uploads/`, { token: pullOnly.token })).status).toBe(401);
+      // Nor push a manifest or delete one (UNAUTHORIZED with the scope to ask for), nor through Basic _token.
+      const again = imageOf([Buffer.from("never pushed")]);
+      for (const c of [{ token: pullOnly.token }, { basic: pullOnly.token }]) {
+        const put = await http("PUT", `/v2/${name}/manifests/v2`, { ...c, body: again.manifest, headers: { "content-type": OCI_MANIFEST } });
+        expect(put.status).toBe(401);
+        expect(codeOf(put)).toBe("UNAUTHORIZED");
+        expect(put.headers.get("www-authenticate")).toContain(`scope="repository:${name}:pull,push"`);
+        const del = await http("DELETE", `/v2/${name}/manifests/v1`, c);
+        expect(del.status).toBe(401);
+        expect(codeOf(del)).toBe("UNAUTHORIZED");
+      }
+      expect((await http("GET", `/v2/${name}/manifests/v1`, { token: pullOnly.token })).status).toBe(200);
       expect((await http("GET", `/v2/${world.org}/elsewhere/tags/list`, { token: pullOnly.token })).status).toBe(401);
       // A registry token is not a platform token.
       const api = await fetch(`${server.baseUrl}/registry/v2/repos?uidp.childrenOf=${world.org}`, { headers: { authorization: `Bearer ${pullOnly.token}` } });
@@ -390,10 +417,16 @@ describe.each(backends)("on the $name blob store", (backend) => {
       expect(mounted.headers.get("location")).toBe(`/v2/${world.org}/mount-target/blobs/${digest}`);
       expect((await http("GET", `/v2/${world.org}/mount-target/blobs/${digest}`, { token: world.token.owner })).text).toBe("mounted content");
 
+      // A mount naming no source (the spec lets a registry refuse to guess one): an upload starts.
+      const noFrom = await http("POST", `/v2/${world.org}/mount-nofrom/blobs/uploads/?mount=${digest}`, { token: world.token.owner });
+      expect(noFrom.status).toBe(202);
+      expect(noFrom.headers.get("location")).toMatch(/\/blobs\/uploads\//);
+
       // Another organization's owner knows the digest and the source's name: no mount, an upload starts.
       const refused = await http("POST", `/v2/${other.org}/mount-target/blobs/uploads/?mount=${digest}&from=${source}`, { token: other.token.owner });
       expect(refused.status).toBe(202);
       expect(refused.headers.get("location")).toMatch(/\/blobs\/uploads\//);
+      expect(codeOf(await http("GET", `/v2/${other.org}/mount-target/blobs/${digest}`, { token: other.token.owner }))).toBe("BLOB_UNKNOWN");
     });
   });
 
@@ -431,6 +464,14 @@ describe.each(backends)("on the $name blob store", (backend) => {
         const r = await http("GET", `/v2/${name}/tags/list`, { token: world.token.owner });
         expect(r.status, name).toBe(400);
         expect(codeOf(r), name).toBe("NAME_INVALID");
+      }
+    });
+
+    it("a literal .. segment (which fetch would resolve away) and an empty segment are NAME_INVALID", async () => {
+      for (const path of [`/v2/${world.org}/../${world.org}/x/tags/list`, `/v2/${world.org}/a/../b/tags/list`, `/v2/${world.org}//b/tags/list`, `/v2/${world.org}/./b/tags/list`]) {
+        const r = await rawGet(path, world.token.owner);
+        expect(r.status, path).toBe(400);
+        expect(codeOf(r), path).toBe("NAME_INVALID");
       }
     });
 
@@ -551,6 +592,14 @@ describe.each(backends)("on the $name blob store", (backend) => {
       expect((await http("DELETE", `/v2/${name}/blobs/${layer}`, { token: world.token.owner })).status).toBe(202);
       expect(codeOf(await http("GET", `/v2/${name}/blobs/${layer}`, { token: world.token.owner }))).toBe("BLOB_UNKNOWN");
       expect(codeOf(await http("DELETE", `/v2/${name}/blobs/${layer}`, { token: world.token.owner }))).toBe("BLOB_UNKNOWN");
+      // Deleting what is not there: the tag, the manifest.
+      for (const ref of ["drop", image.digest]) {
+        const gone = await http("DELETE", `/v2/${name}/manifests/${ref}`, { token: world.token.owner });
+        expect(gone.status, ref).toBe(404);
+        expect(codeOf(gone), ref).toBe("MANIFEST_UNKNOWN");
+      }
+      // The repo's other content stays: its config blob is still pulled.
+      expect((await http("GET", `/v2/${name}/blobs/${sha256(image.config)}`, { token: world.token.owner })).bytes.equals(image.config)).toBe(true);
     });
   });
 
