@@ -121,8 +121,10 @@ describe.runIf(process.env.OCI_LARGE === "1").each(blobStoreSubjects.filter((s) 
         sample();
         report.push(`pull ${((size / MiB / (performance.now() - t)) * 1000).toFixed(0)} MiB/s, peak heap + buffers above the baseline ${(peak.live / MiB).toFixed(1)} MiB, peak RSS ${(peak.rss / MiB).toFixed(0)} MiB`);
         console.log(`${subject.name}, ${size / MiB} MiB (RSS before ${(baseline.rss / MiB).toFixed(0)} MiB):\n  ${report.join("\n  ")}`);
-        // Flat: a small fraction of the blob, whatever its size (a blob held whole would be all of it).
-        for (const p of [afterPush, peak]) expect(p.live).toBeLessThan(96 * MiB);
+        // Flat: a small fraction of the blob, whatever its size (a blob held whole would be all of it). On S3 the
+        // test S3 server in this process adds its own buffers (about 85 MiB at the push's peak, uncollected
+        // garbage included).
+        for (const p of [afterPush, peak]) expect(p.live).toBeLessThan(128 * MiB);
       } finally {
         clearInterval(sampler);
       }
