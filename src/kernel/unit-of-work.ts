@@ -10,6 +10,8 @@
 //
 // Writes that arrive outside the API's methods (a login through an identity provider, an invite accepted, a
 // SCIM write) run through the same helper as the interceptor, runUnitOfWork, and so keep the same rules.
+// Events no API method describes (the registry's pushes and pulls) are built by their domain and written by
+// recordEvents, the outbox's one writer.
 import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { outboxEvents } from "../db/schema/outbox.js";
@@ -136,7 +138,7 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
           forgetGrants = false;
         },
       });
-      if (events.length > 0) await tx.insert(outboxEvents).values(events);
+      await recordEvents(tx, events);
       if (opts.signal?.aborted) throw opts.signal.reason;
       return result;
     });
@@ -146,4 +148,14 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
   } finally {
     if (forgetGrants) opts.grantsChanged?.();
   }
+}
+
+/**
+ * Writes events to the outbox: the one way a row gets there, for the events of API methods (above) and for
+ * those a domain builds itself because no RPC made the change (the registry's push and pull over /v2/: type,
+ * subject, group, body as the published SDK defines them). Pass the transaction of the change the events
+ * describe, so that they commit or roll back with it; an event about no change (a pull) may pass the database.
+ */
+export async function recordEvents(db: Executor, events: readonly OutboxEvent[]): Promise<void> {
+  if (events.length > 0) await db.insert(outboxEvents).values([...events]);
 }

@@ -16,6 +16,10 @@
 // identity it correlates to, and brings its group-mapped role bindings in line with the token
 // (iam/sso-login.ts); `identity` is then left empty (the provider decides which identity it is).
 //
+// Audience. `aud` names this server's API (its issuer URL, the default when empty) or its registry (the
+// issuer's host, the registry service: what the published SDK's registry keychain asks for). A registry token
+// works on /v2/ and /token (sent as the password of the user `_token`), not on API calls.
+//
 // Down-scoping. `scopes` and `scope` (a space-separated list; the union of both counts) name groups, `cap`
 // capabilities (the SDK's names, "repo.list", or the enum names): the token then holds only the identity's
 // role bindings at or above each group, reaching that group's subtree, and of those only the capabilities
@@ -87,8 +91,11 @@ interface Asked {
  * and restricts nothing; `cap` names capabilities by the SDK's name ("repo.list") or the enum name.
  */
 function audienceAndScopes(req: Pick<ExchangeRequest, "aud" | "scope" | "cap" | "scopes">, issuerUrl: string, violations: FieldViolation[]): Asked {
+  const audiences = audiencesOf(issuerUrl);
   req.aud.forEach((a, i) => {
-    if (a !== issuerUrl) violations.push({ field: `aud[${i}]`, description: `this server only mints tokens for its own audience ${JSON.stringify(issuerUrl)}` });
+    if (!audiences.includes(a)) {
+      violations.push({ field: `aud[${i}]`, description: `this server only mints tokens for its own audiences: ${audiences.map((x) => JSON.stringify(x)).join(" (its API) and ")} (its registry)` });
+    }
   });
   let offline = false;
   const groups = new Set<string>();
@@ -113,6 +120,15 @@ function audienceAndScopes(req: Pick<ExchangeRequest, "aud" | "scope" | "cap" | 
       capabilities: capabilities.size > 0 ? [...capabilities].sort((a, b) => a - b) : undefined,
     },
   };
+}
+
+/**
+ * The audiences this server mints for: its API (the issuer URL) and its registry (the issuer's host, the
+ * registry service's name: what the published SDK's registry keychain asks for, `sts.New(issuer,
+ * <registry host>)`, before sending the token as the password of `_token` to /v2/ and /token).
+ */
+function audiencesOf(issuerUrl: string): string[] {
+  return [issuerUrl, new URL(issuerUrl).host];
 }
 
 /** What Exchange asks for. */

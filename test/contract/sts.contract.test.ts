@@ -4,6 +4,7 @@
 // at the presented token's expiry, recording the upstream issuer and subject. Patterns are anchored;
 // StaticKeys identities verify against their registered keys; an unknown identity and one the token does
 // not satisfy answer alike; AWS and service-principal identities cannot be exchanged for here.
+import { createHash } from "node:crypto";
 import { Code } from "@connectrpc/connect";
 import { create, toJson } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -239,6 +240,38 @@ describe("Exchange over REST with a form-encoded body, as the SDK's HTTP/1 excha
       expect(refreshed.status).toBe(400);
       expect(((await refreshed.json()) as { message: string }).message).toMatch(/aud/);
     }
+  });
+
+  it("mints for the registry's audience (the issuer's host), as the SDK's registry keychain asks: the token pulls through /token and /v2/, and is no API token", async () => {
+    const host = new URL(server.baseUrl).host;
+    const res = await postForm("/sts/exchange", new URLSearchParams([["aud", host], ["identity", id.exact]]), t.exact!);
+    const body = (await res.json()) as { token: string; message?: string };
+    expect(res.status, body.message).toBe(200);
+    expect(decodeJwt(body.token)).toMatchObject({ sub: id.exact, aud: [host] });
+
+    // An image's blob the identity (a viewer of the organization) may pull.
+    const name = `${world.org}/sdk-keychain`;
+    const blob = Buffer.from("pulled with the keychain's token");
+    const digest = `sha256:${createHash("sha256").update(blob).digest("hex")}`;
+    const pushed = await fetch(`${server.baseUrl}/v2/${name}/blobs/uploads/?digest=${digest}`, { method: "POST", body: blob, headers: { authorization: `Bearer ${world.token.owner}` } });
+    expect(pushed.status).toBe(201);
+
+    // The keychain's credentials: Basic, user _token, the minted token as the password.
+    const basic = { authorization: `Basic ${Buffer.from(`_token:${body.token}`).toString("base64")}` };
+    const direct = await fetch(`${server.baseUrl}/v2/${name}/blobs/${digest}`, { headers: basic });
+    expect(direct.status).toBe(200);
+    expect(Buffer.from(await direct.arrayBuffer()).equals(blob)).toBe(true);
+    const issued = await fetch(`${server.baseUrl}/token?service=${encodeURIComponent(host)}&scope=${encodeURIComponent(`repository:${name}:pull,push`)}`, { headers: basic });
+    expect(issued.status).toBe(200);
+    const registryToken = ((await issued.json()) as { token: string }).token;
+    expect(decodeJwt(registryToken)).toMatchObject({ sub: id.exact, access: [{ type: "repository", name, actions: ["pull"] }] });
+    const pulled = await fetch(`${server.baseUrl}/v2/${name}/blobs/${digest}`, { headers: { authorization: `Bearer ${registryToken}` } });
+    expect(pulled.status).toBe(200);
+    // A viewer's: no push.
+    expect((await fetch(`${server.baseUrl}/v2/${name}/blobs/uploads/`, { method: "POST", headers: basic })).status).toBe(403);
+
+    const api = await fetch(`${server.baseUrl}/iam/v2/groups`, { headers: { authorization: `Bearer ${body.token}` } });
+    expect(api.status).toBe(401);
   });
 
   it("a field in both the form and the query is refused, not chosen silently", async () => {

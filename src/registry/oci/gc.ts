@@ -12,10 +12,12 @@
 //   referenced; the others are candidates. The sweep phase asks again, batch by batch, right before deleting:
 //   a candidate linked since the mark (a push that reused an old, unreferenced blob by digest: commit keeps the
 //   existing blob with its old time, or a mount) is referenced at the second asking and kept.
-// - What remains is a link made after the second asking and before the delete of the same digest, a window of
-//   one storage request. The routes close it from their side: after linking a blob that already existed they
-//   check it is still there (BlobStore.stat) before answering success, and answer BLOB_UNKNOWN otherwise, so
-//   the client uploads it again; nothing is ever left linked to a missing blob without the client being told.
+// - What remains is a link made after the second asking and before the delete of the same digest. The routes
+//   check from their side: after linking a blob that already existed they check it is still there
+//   (BlobStore.stat); if not, they store the bytes they received again (a mount takes its link back and asks
+//   for an upload). A link made after a batch's second asking whose re-check also ran before that digest's
+//   delete (the deletes of the candidates before it in the batch) is still lost: a blob unreferenced for the
+//   whole grace period, reused in those seconds (docs/registry-storage.md).
 //
 // Uploads need no such care: an upload that has not grown for the TTL is abandoned by definition, and a client
 // resuming it after its removal is told BLOB_UPLOAD_UNKNOWN and starts over.

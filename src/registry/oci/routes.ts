@@ -38,7 +38,7 @@ import { toRepo } from "../repos.mapper.js";
 import { createRepoStore } from "../repos.store.js";
 import type { RegistryAuth } from "./auth.js";
 import { UploadOffsetError, type AccessDecision, type BlobStore, type RegistryAction, type RepositoryTarget } from "./contracts.js";
-import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, type V2Path } from "./names.js";
+import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, splitName, type V2Path } from "./names.js";
 import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, type ManifestPut, type RegistryEventBody } from "./store.js";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
@@ -212,7 +212,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   async function recordBlobPush(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, digest: string) {
     counters?.pushes.inc({ type: "blob" });
     await store
-      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), digest, type: "blob" })
+      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), display_name: splitName(target.name).repo, digest, type: "blob" })
       .catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
   }
 
@@ -266,11 +266,21 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     await commitVerified(id, size, actual, digest, repoUid);
   }
 
-  /** Makes a staged upload the blob `digest` linked to the repo, when its content's digest is `digest`; else discards it. */
+  /**
+   * Makes a staged upload the blob `digest` linked to the repo, when its content's digest is `digest`; else
+   * discards it. A blob already stored is linked, then checked to be still there (garbage collection may have
+   * removed it between the two, gc.ts): if it is gone, the staged bytes are committed again, so the link never
+   * points at nothing. A new blob is committed first and linked after (young, garbage collection spares it).
+   */
   async function commitVerified(id: string, size: number, actual: string, digest: string, repoUid: string): Promise<void> {
     if (actual !== digest) {
       await blobs.abort(id);
       throw digestInvalid(`the uploaded content's digest is ${actual}, not ${digest}`, digest);
+    }
+    if (await blobs.stat(digest)) {
+      await store.link(repoUid, digest, size);
+      if (await blobs.stat(digest)) return blobs.abort(id);
+      log.info("registry: a blob was collected while being linked; storing it again", { repo: repoUid, digest });
     }
     await blobs.commit(id, digest);
     await store.link(repoUid, digest, size);
@@ -339,9 +349,14 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         const size = allowed.ok && allowed.granted.has("pull") ? await store.linkedBlob(source.repo.uid, mount) : undefined;
         if (size !== undefined && (await blobs.stat(mount))) {
           const repoUid = await repoForPush(target, decision, repoName);
-          await store.link(repoUid, mount, size);
-          await recordBlobPush(req, target, repoUid, decision.subject, mount);
-          return send(res, 201, { location: `/v2/${target.name}/blobs/${mount}`, "docker-content-digest": mount });
+          const linked = await store.link(repoUid, mount, size);
+          // Collected meanwhile (gc.ts): take the link back and let the client upload the blob.
+          if (await blobs.stat(mount)) {
+            await recordBlobPush(req, target, repoUid, decision.subject, mount);
+            return send(res, 201, { location: `/v2/${target.name}/blobs/${mount}`, "docker-content-digest": mount });
+          }
+          log.info("registry: a mounted blob was collected while being linked; asking for an upload", { repo: repoUid, digest: mount });
+          if (linked) await store.unlink(repoUid, mount);
         }
       }
     }
@@ -437,6 +452,14 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
 
   // ---------------------------------------------------------------------------------------------------
   // Manifests
+
+  /** Stores bytes held in memory (a manifest) as the blob `digest`. */
+  async function storeBytes(digest: string, bytes: Buffer): Promise<void> {
+    const id = randomUUID();
+    await blobs.startUpload(id);
+    await blobs.append(id, 0, Readable.from([bytes]));
+    await blobs.commit(id, digest);
+  }
 
   async function readSmallBlob(digest: string): Promise<Buffer> {
     const chunks: Buffer[] = [];
@@ -557,10 +580,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       }
     }
     // The content, stored as a blob under its digest.
-    const id = randomUUID();
-    await blobs.startUpload(id);
-    await blobs.append(id, 0, Readable.from([bytes]));
-    await blobs.commit(id, digest);
+    await storeBytes(digest, bytes);
     const tag = byDigest ? undefined : reference;
     await db.transaction(async (tx) => {
       const s = createOciStore(tx);
@@ -568,12 +588,19 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       const previous = tag ? await s.setTag(repoUid, tag, digest) : undefined;
       await s.recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, decision.subject ?? "", {
         ...eventBase(req, target, repoUid),
+        display_name: splitName(target.name).repo,
         digest,
         type: "manifest",
         ...(tag ? { tag } : {}),
         ...(previous && previous !== digest ? { tag_previous_digest: previous } : {}),
       });
     });
+    // A manifest stored before (kept by the commit, with its old time) may have been collected before its row
+    // committed (gc.ts): then it is stored again.
+    if (!(await blobs.stat(digest))) {
+      log.info("registry: a manifest was collected while being pushed; storing it again", { repo: repoUid, digest });
+      await storeBytes(digest, bytes);
+    }
     counters?.pushes.inc({ type: "manifest" });
     send(res, 201, {
       location: `/v2/${target.name}/manifests/${digest}`,

@@ -3,7 +3,9 @@
 // GetArchitectures show a push at once), the referrers of a manifest, and the push and pull events.
 import { and, asc, eq, gt, inArray, isNull, or, sql } from "drizzle-orm";
 import { Audience } from "../../../gen/apiserver/options/v1/options_pb.js";
-import { groups, manifests, outboxEvents, repoBlobs, repos, tags, type ManifestRow } from "../../db/schema/index.js";
+import { groups, manifests, repoBlobs, repos, tags, type ManifestRow } from "../../db/schema/index.js";
+import type { OutboxEvent } from "../../kernel/outbox.js";
+import { recordEvents } from "../../kernel/unit-of-work.js";
 import type { Executor } from "../../kernel/store.js";
 import { tagKindOf } from "../tag-kind.js";
 import { newChildUid } from "../../kernel/uidp.js";
@@ -22,14 +24,22 @@ export type ManifestPut = Omit<typeof manifests.$inferInsert, "repoUid" | "creat
 
 /** The body of dev.chainguard.registry.push.v1 and pull.v1, as the published SDK's events/registry package names its fields. */
 export interface RegistryEventBody {
+  /** The name as the request wrote it ("<organization>/<repo>"). */
   repository: string;
   repo_id: string;
+  /** Pushes only: the repo's own name, without its organization. */
+  display_name?: string;
   tag?: string;
   tag_previous_digest?: string;
   digest: string;
+  /** Pulls only: GET or HEAD. */
   method?: string;
   type: "manifest" | "blob";
   when: string;
+  /**
+   * The client's approximate location, as the SDK's comment says ("ColumbusOHUS"): always empty here, since this
+   * server has no geolocation database to find it from the client's address (remote_address carries that).
+   */
   location: string;
   remote_address: string;
   user_agent: string;
@@ -37,6 +47,25 @@ export interface RegistryEventBody {
 
 export const PUSH_EVENT = "dev.chainguard.registry.push.v1";
 export const PULL_EVENT = "dev.chainguard.registry.pull.v1";
+
+/**
+ * The outbox row of a push or pull: about the repo, in its group (so its subscriptions, and those of every
+ * group above, receive it), for the customer audience; the body as the SDK's events/registry package defines
+ * it, with no proto message name (it is no proto message).
+ */
+export function registryEvent(type: typeof PUSH_EVENT | typeof PULL_EVENT, repo: { uid: string; groupUid: string }, actor: string, body: RegistryEventBody): OutboxEvent {
+  return {
+    type,
+    subject: repo.uid,
+    groupUid: repo.groupUid,
+    audience: Audience.CUSTOMER,
+    method: type === PUSH_EVENT ? "/v2/push" : "/v2/pull",
+    actor,
+    body: { ...body },
+    bodyType: "",
+    extensions: { group: repo.groupUid },
+  };
+}
 
 /** civil.DateTime's text form (the SDK's `when`): UTC, no offset, microseconds when not zero. */
 export function civilDateTime(d: Date): string {
@@ -85,8 +114,10 @@ export function createOciStore(db: Executor) {
       return new Set(rows.map((r) => r.digest));
     },
 
-    async link(repoUid: string, digest: string, size: number): Promise<void> {
-      await db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing();
+    /** Links a blob to the repo; false when it was linked already. */
+    async link(repoUid: string, digest: string, size: number): Promise<boolean> {
+      const made = await db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
+      return made.length > 0;
     },
 
     /** Unlinks a blob from the repo; false when it was not linked. */
@@ -204,18 +235,8 @@ export function createOciStore(db: Executor) {
     },
 
     /** Records a push or pull event in the outbox (delivered to the repo's group's subscriptions). */
-    async recordEvent(type: typeof PUSH_EVENT | typeof PULL_EVENT, repo: { uid: string; groupUid: string }, actor: string, body: RegistryEventBody): Promise<void> {
-      await db.insert(outboxEvents).values({
-        type,
-        subject: repo.uid,
-        groupUid: repo.groupUid,
-        audience: Audience.CUSTOMER,
-        method: type === PUSH_EVENT ? "/v2/push" : "/v2/pull",
-        actor,
-        body: body as unknown as Record<string, unknown>,
-        bodyType: "",
-        extensions: { group: repo.groupUid },
-      });
+    recordEvent(type: typeof PUSH_EVENT | typeof PULL_EVENT, repo: { uid: string; groupUid: string }, actor: string, body: RegistryEventBody): Promise<void> {
+      return recordEvents(db, [registryEvent(type, repo, actor, body)]);
     },
   };
 }
