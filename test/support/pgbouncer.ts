@@ -18,6 +18,8 @@ export function pgbouncerMissing(): string | undefined {
 
 export interface Pgbouncer {
   port: number;
+  /** The process (for its CPU time). */
+  pid: number;
   /** `url` with its host and port replaced by the pooler's. */
   via(url: string): string;
   /** Everything PgBouncer logged. */
@@ -31,6 +33,8 @@ export interface PgbouncerOptions {
   poolSize?: number;
   /** Run on each new server connection (PgBouncer's connect_query), e.g. SET statement_timeout. */
   connectQuery?: string;
+  /** The PostgreSQL it pools (its host, port, user and password). Default DATABASE_URL. */
+  target?: string;
 }
 
 function freePort(): Promise<number> {
@@ -45,7 +49,7 @@ function freePort(): Promise<number> {
 }
 
 export async function startPgbouncer(opts: PgbouncerOptions): Promise<Pgbouncer> {
-  const target = new URL(process.env.DATABASE_URL!);
+  const target = new URL(opts.target ?? process.env.DATABASE_URL!);
   const user = decodeURIComponent(target.username) || "postgres";
   const dir = mkdtempSync(join(tmpdir(), "pgbouncer-"));
   chmodSync(dir, 0o755);
@@ -93,6 +97,7 @@ export async function startPgbouncer(opts: PgbouncerOptions): Promise<Pgbouncer>
   });
   return {
     port,
+    pid: child.pid!,
     via(url) {
       const u = new URL(url);
       u.hostname = "127.0.0.1";
