@@ -99,6 +99,20 @@ describe.skipIf(missing !== undefined)("behind PgBouncer in transaction mode (Po
     expect(sink.received.some((r) => JSON.stringify(r).includes(uid))).toBe(true);
   }, 90_000);
 
+  it("warns at start when the pooler's connections lack the server's statement_timeout and jit", async () => {
+    const bare = await startPgbouncer({ poolMode: "transaction" });
+    try {
+      const server = await startServerProcess(bare.via(scratch.url), { DATABASE_POOL_MODE: "transaction", DATABASE_LISTEN_URL: scratch.url });
+      servers.push(server);
+      const warning = server.logs().split("\n").find((l) => l.includes("cannot set these on its connections"));
+      expect(warning).toBeDefined();
+      expect(JSON.parse(warning!)).toMatchObject({ settings: { statement_timeout: { expected: "10000", found: "0" } } });
+      await server.kill();
+    } finally {
+      await bare.stop();
+    }
+  }, 60_000);
+
   it("without DATABASE_POOL_MODE=transaction, refuses to start with a line naming the setting", async () => {
     // A database of its own: the migrations' session advisory lock, taken through the pooler, may stay held
     // by one of its server connections (the very reason migrations run over the direct URL).
