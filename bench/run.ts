@@ -10,6 +10,7 @@
 //     UpdateRepo's latency with 0 / 1 / 100 / 1,000 subscriptions on its group, and delivery at 1,000)
 //   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
 //   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
+//   npm run bench -- pooler [--seconds 3] [--concurrency 16] [--rounds 3]   (PostgreSQL and PgBouncer)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
 //   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--built] [--top N]   (PostgreSQL too; the server under
 //     --cpu-prof for Ping, ListTags, GetRepo and a ListAdvisories lookup, its profile summarised by package and
@@ -35,6 +36,7 @@ import { benchColdStart } from "./cold-start.js";
 import { benchEvents } from "./events.js";
 import { benchGrowth } from "./growth.js";
 import { benchFanOut } from "./fan-out.js";
+import { benchPooler } from "./pooler.js";
 import { benchIam } from "./iam.js";
 import { benchOci } from "./oci.js";
 import { benchPerf } from "./perf.js";
@@ -44,7 +46,7 @@ import { benchRegistry } from "./registry.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [cold-start] [profile] [ab] [soak] [perf] [oci] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -139,6 +141,7 @@ const benches: Record<string, () => Promise<void>> = {
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
   "fan-out": () => benchFanOut({ seconds: seconds(3), concurrency: concurrency(4), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
+  pooler: () => benchPooler({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),

@@ -320,7 +320,7 @@ async function keepDevelopmentIssuer(db: Db, config: Config): Promise<Config> {
 /** The server while it runs. */
 export interface Running {
   /**
-   * A graceful stop: NOT_SERVING for health checks, no new connections or streams (HTTP/2 GOAWAY), requests
+   * A graceful stop: NOT_SERVING for health checks (and SHUTDOWN_DRAIN_MS of serving still), no new connections or streams (HTTP/2 GOAWAY), requests
    * in flight finish (for at most the grace period), then the database closes.
    */
   stop(signal: string): Promise<void>;
@@ -404,8 +404,11 @@ export async function start(): Promise<Running> {
 
   return {
     async stop(signal) {
-      log.info("stopping", { signal, graceMs: config.shutdownGraceMs });
+      log.info("stopping", { signal, drainMs: config.shutdownDrainMs, graceMs: config.shutdownGraceMs });
       app.drain();
+      // SHUTDOWN_DRAIN_MS: health checks answer NOT_SERVING while requests are still accepted and served, long
+      // enough for a load balancer's checks to take this server out of rotation; then it stops accepting.
+      if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
       // Requests and deliveries in flight finish side by side, each within the grace period.
       await Promise.all([listener.close(config.shutdownGraceMs), events?.stop(config.shutdownGraceMs), metricsListener?.close(), gc?.stop()]);
       await composed.close();

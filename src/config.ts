@@ -70,6 +70,12 @@ export interface Config {
    * closed (SHUTDOWN_GRACE_MS, default 10 s).
    */
   shutdownGraceMs: number;
+  /**
+   * On SIGTERM or SIGINT, how long the server keeps serving while its health checks already answer
+   * NOT_SERVING (/healthz: 503 DRAINING), so a load balancer takes it out of rotation before it stops
+   * accepting (SHUTDOWN_DRAIN_MS, default 0: it stops accepting at once).
+   */
+  shutdownDrainMs: number;
   /** The largest request body or message, in bytes, counted after decompression too. Default 4 MiB. */
   maxRequestBytes: number;
   /**
@@ -134,6 +140,18 @@ export interface Config {
     statementTimeoutMs: number;
     /** How long a query waits for a free connection before the call answers UNAVAILABLE (default 5 s). */
     acquireTimeoutMs: number;
+    /**
+     * DATABASE_POOL_MODE: `session` (the default: DATABASE_URL is PostgreSQL itself or a session-mode pooler)
+     * or `transaction` (DATABASE_URL is a transaction-mode pooler such as PgBouncer: no named statements, no
+     * startup parameters, nothing kept in a session).
+     */
+    mode: PoolMode;
+    /**
+     * DATABASE_LISTEN_URL: a direct connection to the same database (not through a transaction-mode pooler),
+     * for LISTEN and for the migrations' session advisory lock. Required when mode is transaction; unset:
+     * DATABASE_URL.
+     */
+    listenUrl: string | undefined;
   };
   /** The registry's data plane (OCI Distribution under /v2/): where blobs live, and their garbage collection. */
   registry: RegistrySettings;
@@ -210,6 +228,29 @@ export function parseRegistryStorage(env: NodeJS.ProcessEnv): RegistryStorageSet
   const prefix = rawPrefix === "" || rawPrefix.endsWith("/") ? rawPrefix : `${rawPrefix}/`;
   const forcePathStyle = flag("REGISTRY_S3_FORCE_PATH_STYLE", env.REGISTRY_S3_FORCE_PATH_STYLE, endpoint !== undefined);
   return { kind, bucket, ...(endpoint ? { endpoint } : {}), region, prefix, forcePathStyle };
+}
+
+/** How DATABASE_URL's server hands out connections (DATABASE_POOL_MODE). */
+export type PoolMode = "session" | "transaction";
+
+/**
+ * DATABASE_POOL_MODE and DATABASE_LISTEN_URL. Behind a transaction-mode pooler, LISTEN and session advisory
+ * locks cannot work (the next statement may run on another server connection), and the server always
+ * listens (grants, keys, events), so a direct URL is required there.
+ */
+export function parsePoolMode(env: NodeJS.ProcessEnv, databaseUrl: string | undefined): { mode: PoolMode; listenUrl: string | undefined } {
+  const mode = oneOf("DATABASE_POOL_MODE", env.DATABASE_POOL_MODE, ["session", "transaction"] as const, "session");
+  const listenUrl = env.DATABASE_LISTEN_URL ? parseDatabaseUrl(env.DATABASE_LISTEN_URL, "DATABASE_LISTEN_URL") : undefined;
+  if (!databaseUrl) {
+    if (mode === "transaction") throw new ConfigError("DATABASE_POOL_MODE=transaction needs DATABASE_URL (the pooler's URL); the embedded database has no pooler");
+    if (listenUrl) throw new ConfigError("DATABASE_LISTEN_URL is set but DATABASE_URL is not: set DATABASE_URL too, or unset DATABASE_LISTEN_URL");
+  }
+  if (mode === "transaction" && !listenUrl) {
+    throw new ConfigError(
+      "DATABASE_POOL_MODE=transaction needs DATABASE_LISTEN_URL: a direct connection to the same database, not through the pooler, for LISTEN (grants, keys, events) and the migrations' lock",
+    );
+  }
+  return { mode, listenUrl };
 }
 
 export interface ConnectionLimits {
@@ -370,12 +411,12 @@ export function parseMetricsToken(raw: string | undefined): string | undefined {
  * refused here, before a connection is tried (the PostgreSQL driver would take `mysql://h/db` for PostgreSQL
  * on h). Only the scheme is echoed: the URL may hold a password.
  */
-export function parseDatabaseUrl(raw: string | undefined): string | undefined {
+export function parseDatabaseUrl(raw: string | undefined, name = "DATABASE_URL"): string | undefined {
   if (raw === undefined || raw === "") return undefined;
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(raw)?.[1]?.toLowerCase();
-  const expected = "postgres://<user>:<password>@<host>:5432/<database>, or unset it to use the embedded database";
+  const expected = `postgres://<user>:<password>@<host>:5432/<database>, or unset it${name === "DATABASE_URL" ? " to use the embedded database" : ""}`;
   if (scheme !== "postgres" && scheme !== "postgresql") {
-    throw new ConfigError(`DATABASE_URL must be a PostgreSQL URL (${expected}), got ${scheme ? `a ${scheme}: URL` : "no URL"}`);
+    throw new ConfigError(`${name} must be a PostgreSQL URL (${expected}), got ${scheme ? `a ${scheme}: URL` : "no URL"}`);
   }
   return raw;
 }
@@ -445,10 +486,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (!(parsed instanceof Uint8Array)) throw new ConfigError(`IDP_SECRET_KEY ${parsed.refused}`);
     idpSecretKey = parsed;
   }
+  const databaseUrl = parseDatabaseUrl(env.DATABASE_URL);
   return {
     port,
     host: env.HOST || (mode === "development" ? "127.0.0.1" : "0.0.0.0"),
-    databaseUrl: parseDatabaseUrl(env.DATABASE_URL),
+    databaseUrl,
     dataDir: resolve(env.DATA_DIR || ".data"),
     registryStorageDir: resolve(env.REGISTRY_STORAGE_DIR || join(env.DATA_DIR || ".data", "registry")),
     tls: certFile && keyFile ? { cert: read("TLS_CERT_FILE", certFile), key: read("TLS_KEY_FILE", keyFile) } : undefined,
@@ -464,6 +506,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     refreshTokenTtlSeconds: 3600 * integer("REFRESH_TOKEN_TTL_HOURS", env.REFRESH_TOKEN_TTL_HOURS, 720, 1, 24 * 365),
     logLevel: oneOf("LOG_LEVEL", env.LOG_LEVEL, ["debug", "info", "warn", "error", "silent"] as const, "info"),
     shutdownGraceMs: integer("SHUTDOWN_GRACE_MS", env.SHUTDOWN_GRACE_MS, 10_000, 0, 3_600_000),
+    shutdownDrainMs: integer("SHUTDOWN_DRAIN_MS", env.SHUTDOWN_DRAIN_MS, 0, 0, 3_600_000),
     maxRequestBytes: integer("MAX_REQUEST_BYTES", env.MAX_REQUEST_BYTES, DEFAULT_LIMITS.maxRequestBytes, 1024, 1024 * 1024 * 1024),
     requestTimeoutMs: integer("REQUEST_TIMEOUT_MS", env.REQUEST_TIMEOUT_MS, DEFAULT_LIMITS.requestTimeoutMs, 100, 3_600_000),
     connections: {
@@ -493,6 +536,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       max: integer("DATABASE_POOL_SIZE", env.DATABASE_POOL_SIZE, DEFAULT_LIMITS.databasePool.max, 1, 1000),
       statementTimeoutMs: integer("DATABASE_STATEMENT_TIMEOUT_MS", env.DATABASE_STATEMENT_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.statementTimeoutMs, 0, 3_600_000),
       acquireTimeoutMs: integer("DATABASE_POOL_TIMEOUT_MS", env.DATABASE_POOL_TIMEOUT_MS, DEFAULT_LIMITS.databasePool.acquireTimeoutMs, 1, 600_000),
+      ...parsePoolMode(env, databaseUrl),
     },
     registry: {
       storage: parseRegistryStorage(env),

@@ -12,7 +12,7 @@ import { DataDirLockedError, lockDataDir, type DataDirLock } from "./data-dir-lo
 import { describeOpenFailure } from "./open-errors.js";
 import { createPoolGate, gatePool } from "./pool-gate.js";
 import * as schema from "./schema/index.js";
-import { DEFAULT_LIMITS } from "../config.js";
+import { DEFAULT_LIMITS, type PoolMode } from "../config.js";
 import { log } from "../kernel/log.js";
 import { isConnectionError, sqlStateOf } from "../kernel/errors/sqlstate.js";
 import type { PoolGateStats } from "./pool-gate.js";
@@ -99,19 +99,39 @@ export interface PostgresOptions {
   acquireTimeoutMs?: number;
   /** Hears every statement the pool's Drizzle sends (none by default; tests capture statements with it). */
   logger?: Logger;
+  /**
+   * `transaction`: `url` is a transaction-mode pooler (PgBouncer), where each transaction, or each statement
+   * outside one, may run on another server connection. Then no statement is named (postgres.js `prepare:
+   * false`, which also makes the kernel's hot statements and Drizzle's `.prepare()` run unnamed: same rows),
+   * and no startup parameter is sent (PgBouncer refuses statement_timeout and jit): the pooler's server
+   * connections must carry them (checked at open, warned when they differ). Default `session`.
+   */
+  mode?: PoolMode;
+  /**
+   * A direct connection to the same database (not through a transaction-mode pooler), for what needs a
+   * session: LISTEN, and the migrations under a session advisory lock. Default: `url`.
+   */
+  listenUrl?: string | undefined;
 }
 
-/** Opens PostgreSQL at `url`, applying pending migrations under an advisory lock (replicas may race). */
+/**
+ * Opens PostgreSQL at `url`, applying pending migrations under an advisory lock (replicas may race). The
+ * migrations and LISTEN run over `opts.listenUrl` when it is set (see PostgresOptions).
+ */
 export async function openPostgres(url: string, opts: PostgresOptions = {}): Promise<Database> {
   const { default: postgres } = await import("postgres");
   const { drizzle } = await import("drizzle-orm/postgres-js");
   const { migrate } = await import("drizzle-orm/postgres-js/migrator");
+  const direct = opts.listenUrl ?? url;
+  const pooled = opts.mode === "transaction";
 
-  const migrator = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S });
+  // A session advisory lock is held by a server connection: through a transaction-mode pooler the unlock may
+  // run on another one, and the lock would stay held. So the migrations run over the direct connection.
+  const migrator = postgres(direct, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_S });
   try {
     // The first round trip: a database that cannot be reached or refuses the login is said in one line.
     await migrator`select pg_advisory_lock(hashtext('apiserver:migrations'))`.catch((err: unknown) => {
-      throw describeOpenFailure(err, url) ?? err;
+      throw describeOpenFailure(err, direct) ?? err;
     });
     await announceMigrations((text) => migrator.unsafe(text));
     await migrate(drizzle(migrator), { migrationsFolder });
@@ -133,12 +153,22 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   // (ListAdvisories by CVE at 3,000,000 advisories: 103,000, for a page of one row that reads 20 buffers), so
   // past a size each call paid 9 ms of compilation for 0.3 ms of work (bench/LOG.md, "Plans safe under any
   // plan choice"). A `jit` query parameter of the URL still overrides it (postgres.js: URL parameters last).
-  const connection = { statement_timeout: opts.statementTimeoutMs ?? DEFAULT_LIMITS.databasePool.statementTimeoutMs, jit: "off" };
-  const client = postgres(url, { ...options, max, connection });
+  const statementTimeoutMs = opts.statementTimeoutMs ?? DEFAULT_LIMITS.databasePool.statementTimeoutMs;
+  const connection = { statement_timeout: statementTimeoutMs, jit: "off" };
+  const client = postgres(url, { ...options, max, ...(pooled ? { prepare: false } : { connection }) });
+  // The pool's first connection: a pooler that refuses the startup parameters (DATABASE_POOL_MODE unset
+  // behind PgBouncer) is said in one line naming the setting, at start rather than on the first call.
+  const settings = await client<{ name: string; setting: string }[]>`select name, setting from pg_settings where name in ('statement_timeout', 'jit')`.catch(
+    async (err: unknown) => {
+      await client.end({ timeout: 0 }).catch(() => {});
+      throw describeOpenFailure(err, url) ?? err;
+    },
+  );
+  if (pooled) warnUnlessPoolerSets(settings, statementTimeoutMs);
   const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
   const errors = createErrorCounts();
   const db = drizzle(gatePool(client, gate, errors.count), { schema, logger: opts.logger }) as unknown as Db;
-  const subscriptions = createSubscriptions(() => postgres(url, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
+  const subscriptions = createSubscriptions(() => postgres(direct, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {
     db,
     kind: "postgres",
@@ -149,6 +179,24 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
       await client.end({ timeout: 5 });
     },
   };
+}
+
+/**
+ * Behind a transaction-mode pooler the server cannot set statement_timeout and jit on its connections: the
+ * pooler's server connections must have them (ALTER ROLE ... SET, or PgBouncer's connect_query). Said once at
+ * open when what a connection of the pool has differs from what the server would have set.
+ */
+function warnUnlessPoolerSets(settings: readonly { name: string; setting: string }[], statementTimeoutMs: number): void {
+  const value = (name: string) => settings.find((s) => s.name === name)?.setting;
+  const differ: Record<string, { expected: string; found: string | undefined }> = {};
+  if (value("statement_timeout") !== String(statementTimeoutMs)) differ.statement_timeout = { expected: String(statementTimeoutMs), found: value("statement_timeout") };
+  if (value("jit") !== "off") differ.jit = { expected: "off", found: value("jit") };
+  if (Object.keys(differ).length === 0) return;
+  log.warn(
+    "database: behind a transaction-mode pooler the server cannot set these on its connections; set them on the database role " +
+      "(ALTER ROLE <user> SET statement_timeout = ..., SET jit = off) or in the pooler's connect_query (docs/operations.md)",
+    { settings: differ },
+  );
 }
 
 /**
@@ -389,6 +437,11 @@ export interface OpenOptions {
   dataDir: string;
   postgres?: PostgresOptions;
   /**
+   * The configuration's pool settings (commands pass the whole configuration): only how the database is
+   * reached (pool mode, direct URL) is taken from it; `postgres` wins.
+   */
+  databasePool?: Pick<PostgresOptions, "mode" | "listenUrl">;
+  /**
    * The embedded database, when another process has it open: "serve" (the server) shares it with the
    * commands while it runs; "join" (a command) uses the running server's when there is one. Unset: refused.
    */
@@ -399,7 +452,7 @@ export async function openDatabase(cfg: OpenOptions): Promise<Database> {
   const started = performance.now();
   const ms = () => Math.round(performance.now() - started);
   if (cfg.databaseUrl) {
-    const database = await openPostgres(cfg.databaseUrl, cfg.postgres);
+    const database = await openPostgres(cfg.databaseUrl, { mode: cfg.databasePool?.mode, listenUrl: cfg.databasePool?.listenUrl, ...cfg.postgres });
     log.info("database ready", { kind: "postgres", ms: ms() });
     return database;
   }

@@ -50,6 +50,11 @@ export function describeOpenFailure(err: unknown, databaseUrl: string): Database
       return open(`PostgreSQL at ${at} is starting up or shutting down: retry in a moment`);
     case "53300": // too_many_connections
       return open(`PostgreSQL at ${at} has no free connection (${said}): retry, or lower DATABASE_POOL_SIZE of the servers using it`);
+    case "08P01": // protocol_violation: PgBouncer refusing a startup parameter (statement_timeout, jit)
+      if (/unsupported startup parameter/i.test(said)) {
+        return open(`${at} refused the connection's startup parameters (${said}): it is a pooler such as PgBouncer; in transaction mode set DATABASE_POOL_MODE=transaction (and DATABASE_LISTEN_URL)`);
+      }
+      return undefined;
     case "ECONNREFUSED":
       return open(`nothing accepts connections at ${at}: start PostgreSQL there, or ${fix}`);
     case "ENOTFOUND":

@@ -96,7 +96,10 @@ export interface App {
   streamsBody(method: string, path: string): boolean;
   /** This server's metrics (its own registry): the metrics listener serves them; the workers add theirs. */
   metrics: Metrics;
-  /** Marks the service NOT_SERVING for health checks (first step of a graceful stop). */
+  /**
+   * Marks the service NOT_SERVING for health checks, /healthz 503 DRAINING (first step of a graceful stop);
+   * requests are still served.
+   */
   drain(): void;
   /** Stops what the app runs besides requests (the database probe); the database stays open. */
   close(): Promise<void>;
@@ -209,9 +212,12 @@ export function createApp(deps: AppDeps): App {
     intervalMs: deps.database.kind === "postgres" ? DATABASE_PROBE_INTERVAL_MS : 0,
     timeoutMs: DATABASE_PROBE_TIMEOUT_MS,
   });
+  // Draining (a graceful stop has begun): 503 DRAINING, while requests are still served for SHUTDOWN_DRAIN_MS,
+  // so a load balancer's check takes the server out of rotation before it stops accepting.
+  let draining = false;
   const healthz = async (res: http.ServerResponse | http2.Http2ServerResponse) => {
-    const ok = (await database.check()) && health.getStatus("") === ServingStatus.SERVING;
-    const body = JSON.stringify({ status: ok ? "SERVING" : "NOT_SERVING" });
+    const ok = !draining && (await database.check()) && health.getStatus("") === ServingStatus.SERVING;
+    const body = JSON.stringify({ status: ok ? "SERVING" : draining ? "DRAINING" : "NOT_SERVING" });
     (res as http.ServerResponse).writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(body);
   };
 
@@ -286,7 +292,10 @@ export function createApp(deps: AppDeps): App {
     handler: withCors(handler, deps.corsAllowedOrigins ?? []),
     streamsBody: (method, path) => streaming.some((r) => r.handles(path) && r.streamsBody!(method, path)),
     metrics,
-    drain: () => health.shutdown(),
+    drain() {
+      draining = true;
+      health.shutdown();
+    },
     async close() {
       database.close();
     },

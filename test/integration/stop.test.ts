@@ -4,10 +4,15 @@
 //     stream refused by HTTP/2 GOAWAY: REFUSED_STREAM, or a session already closing); none is cut mid-way.
 //     Load runs over HTTP/2, where "not started" is part of the protocol (an HTTP/1.1 client cannot tell a
 //     request the server never read from one cut mid-way: both are a reset connection).
+//   - SIGTERM with SHUTDOWN_DRAIN_MS (behind a load balancer): health turns NOT_SERVING first (/healthz 503
+//     DRAINING, gRPC health NOT_SERVING) while new connections and requests are still served for the drain
+//     window; then the stop above, with nothing cut and exit 0.
 //   - SIGKILL under write load: every write whose response arrived is in the database after a restart.
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/health/v1/health_pb.js";
+import { until } from "../support/poll.js";
 import { call } from "../contract/harness.js";
 import { createScratchDatabase, startServerProcess, type ScratchDatabase, type ServerProcess } from "../support/server-process.js";
 
@@ -99,6 +104,59 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
     expect(answered.filter((o) => o.status !== 200)).toEqual([]);
     // The stop happened under load: requests in flight at the signal were answered after it.
     expect(answered.filter((o) => o.startedBefore && o.afterSignal).length).toBeGreaterThan(0);
+    expect(server.logs()).toMatch(/"msg":"stopped"/);
+  }, 60_000);
+
+  it("SIGTERM with SHUTDOWN_DRAIN_MS: unhealthy first while still serving, then stops with nothing cut", async () => {
+    const server = await startServerProcess(scratch.url, { SHUTDOWN_GRACE_MS: "10000", SHUTDOWN_DRAIN_MS: "4000" });
+    started.push(server);
+    const path = "/chainguard.platform.iam.v2.GroupsService/ListGroups";
+    const signal = { sent: false };
+    const signalled = () => signal.sent;
+    let exited = false;
+    void server.exited.then(() => (exited = true));
+    const healthz = async () => {
+      const res = await fetch(`${server.baseUrl}/healthz`);
+      return { status: res.status, body: (await res.json()) as { status: string } };
+    };
+    expect(await healthz()).toEqual({ status: 200, body: { status: "SERVING" } });
+
+    const outcomes: Outcome[] = [];
+    const worker = async () => {
+      for (;;) {
+        const session = await connect(server.baseUrl);
+        if (!session) {
+          if (exited) return;
+          await new Promise((r) => setTimeout(r, 10));
+          continue;
+        }
+        while (!session.closed && !session.destroyed) {
+          const out = await request(session, path, { pageSize: 50 }, server.token, signalled);
+          outcomes.push(out);
+          if (out.kind !== "answered") break;
+        }
+        session.destroy();
+      }
+    };
+    const workers = Array.from({ length: 4 }, worker);
+    await new Promise((r) => setTimeout(r, 500));
+    signal.sent = true;
+    server.child.kill("SIGTERM");
+
+    // Unhealthy at once, on both health checks...
+    const drained = await until("healthz 503", healthz, (h) => h.status === 503, 5_000);
+    expect(drained.body).toEqual({ status: "DRAINING" });
+    const grpcHealth = await call("grpc", server.baseUrl, Health.method.check, { service: "" });
+    expect(grpcHealth.message?.status).toBe(ServingStatus.NOT_SERVING);
+    // ...while a new connection's request is still served.
+    const during = await call("rest", server.baseUrl, GroupsService.method.listGroups, { uidp: { childrenOf: server.organization } }, { authorization: `Bearer ${server.token}` });
+    expect(during.error).toBeUndefined();
+    expect(exited).toBe(false);
+
+    await Promise.all(workers);
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(outcomes.filter((o) => o.kind === "cut")).toEqual([]);
+    expect(outcomes.filter((o) => o.kind === "answered" && o.status !== 200)).toEqual([]);
     expect(server.logs()).toMatch(/"msg":"stopped"/);
   }, 60_000);
 

@@ -14,7 +14,8 @@ describe("loadConfig", () => {
     expect(c.shutdownGraceMs).toBe(10_000);
     expect(c.maxRequestBytes).toBe(4 * 1024 * 1024);
     expect(c.requestTimeoutMs).toBe(30_000);
-    expect(c.databasePool).toEqual({ max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000 });
+    expect(c.databasePool).toEqual({ max: 10, statementTimeoutMs: 10_000, acquireTimeoutMs: 5_000, mode: "session", listenUrl: undefined });
+    expect(c.shutdownDrainMs).toBe(0);
     expect(c.connections).toEqual({ headersTimeoutMs: 10_000, idleTimeoutMs: 65_000, maxPerAddress: 256 });
   });
 
@@ -23,8 +24,20 @@ describe("loadConfig", () => {
     expect(c.connections).toEqual({ headersTimeoutMs: 5000, idleTimeoutMs: 120_000, maxPerAddress: 0 });
   });
 
-  it("reads the shutdown grace period", () => {
+  it("reads the shutdown grace period and drain window", () => {
     expect(loadConfig({ SHUTDOWN_GRACE_MS: "2500" }).shutdownGraceMs).toBe(2500);
+    expect(loadConfig({ SHUTDOWN_DRAIN_MS: "3000" }).shutdownDrainMs).toBe(3000);
+  });
+
+  it("reads the pool mode and the direct URL of a transaction-mode pooler", () => {
+    const pooler = "postgres://app@pgbouncer:6432/app";
+    const direct = "postgres://app@db:5432/app";
+    expect(loadConfig({ DATABASE_URL: pooler, DATABASE_POOL_MODE: "transaction", DATABASE_LISTEN_URL: direct }).databasePool).toMatchObject({
+      mode: "transaction",
+      listenUrl: direct,
+    });
+    // A direct URL is allowed in session mode too (LISTEN and migrations then use it).
+    expect(loadConfig({ DATABASE_URL: pooler, DATABASE_LISTEN_URL: direct }).databasePool).toMatchObject({ mode: "session", listenUrl: direct });
   });
 
   it.each([
@@ -44,6 +57,12 @@ describe("loadConfig", () => {
     [{ MAX_CONNECTIONS_PER_ADDRESS: "-1" }, /MAX_CONNECTIONS_PER_ADDRESS must be an integer between 0 and/],
     [{ DATABASE_STATEMENT_TIMEOUT_MS: "-1" }, /DATABASE_STATEMENT_TIMEOUT_MS must be an integer between 0 and/],
     [{ DATABASE_POOL_TIMEOUT_MS: "soon" }, /DATABASE_POOL_TIMEOUT_MS must be an integer/],
+    [{ SHUTDOWN_DRAIN_MS: "-5" }, /SHUTDOWN_DRAIN_MS must be an integer between 0 and/],
+    [{ DATABASE_URL: "postgres://h/db", DATABASE_POOL_MODE: "statement" }, /DATABASE_POOL_MODE must be one of session, transaction/],
+    [{ DATABASE_URL: "postgres://h/db", DATABASE_POOL_MODE: "transaction" }, /DATABASE_POOL_MODE=transaction needs DATABASE_LISTEN_URL: a direct connection/],
+    [{ DATABASE_POOL_MODE: "transaction", DATABASE_LISTEN_URL: "postgres://h/db" }, /DATABASE_POOL_MODE=transaction needs DATABASE_URL/],
+    [{ DATABASE_LISTEN_URL: "postgres://h/db" }, /DATABASE_LISTEN_URL is set but DATABASE_URL is not/],
+    [{ DATABASE_URL: "postgres://h/db", DATABASE_LISTEN_URL: "mysql://h/db" }, /DATABASE_LISTEN_URL must be a PostgreSQL URL/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
