@@ -35,7 +35,7 @@ import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/modu
 import { toAdvisory } from "./advisories.mapper.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "./advisories.store.js";
 
-const advisoryList = defineListSpec({
+export const advisoryList = defineListSpec({
   name: "vulnerabilities.v2.ListAdvisories",
   message: AdvisorySchema,
   orderBy: ["advisory_id", "artifact_name", "create_time", "update_time"],
