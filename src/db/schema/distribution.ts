@@ -87,6 +87,7 @@ export const DISTRIBUTION: Readonly<Record<string, TableDistribution>> = {
   // Global data, written by the import commands only
   advisory_documents: { kind: "reference", why: "advisory data is global, written only by the importer" },
   advisories: { kind: "reference", why: "advisory data is global, written only by the importer" },
+  advisory_aliases: { kind: "reference", why: "the advisories' aliases, kept by triggers on advisories: global like them" },
   advisory_events: { kind: "reference", why: "advisory data is global, written only by the importer" },
   osv_records: { kind: "reference", why: "OSV records are global, written only by the importer" },
   library_artifacts: { kind: "reference", why: "library data is global, written only by the importer" },
