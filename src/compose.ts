@@ -22,8 +22,9 @@ import type { listenMetrics, MetricsListener } from "./server/metrics-route.js";
 
 /** The modules that serve, loaded side by side with the database's start. */
 async function loadServing() {
-  const [client, secrets, iamBootstrap, managedRoles, auth, external, grantsCache, lists, outbound, modules, iam, secretBox, sinks, app, listener, metricsRoute] = await Promise.all([
+  const [client, readRouting, secrets, iamBootstrap, managedRoles, auth, external, grantsCache, lists, outbound, modules, iam, secretBox, sinks, app, listener, metricsRoute] = await Promise.all([
     import("./db/client.js"),
+    import("./db/read-routing.js"),
     import("./db/secrets.js"),
     import("./iam/bootstrap.js"),
     import("./iam/managed-roles.js"),
@@ -42,6 +43,7 @@ async function loadServing() {
   ]);
   return {
     ...client,
+    onPrimary: readRouting.onPrimary,
     ...secrets,
     ...iamBootstrap,
     ...managedRoles,
@@ -149,7 +151,9 @@ export async function composeApp(deps: ComposeDeps): Promise<Composed> {
   const external =
     deps.external ??
     s.createExternalVerifier({ allowInsecureLoopback: false, ...deps.externalOptions, directory: hooks.directory, self: { issuer: deps.issuerUrl, keys: deps.keys } });
-  const grants = s.createGrantsCache({ load: (uid) => hooks.directory.grants(uid), subscribe: deps.database.listen });
+  // On the primary, also when a read-only call's handler asks first: the grants are remembered for every
+  // later call, and a replica may not have a binding's removal yet.
+  const grants = s.createGrantsCache({ load: (uid) => s.onPrimary(() => hooks.directory.grants(uid)), subscribe: deps.database.listen });
   const limits: RequestLimits = { ...s.defaultRequestLimits, ...deps.limits };
   const kernel: KernelDeps = { db, lists: s.createListPlanner({ secret: deps.pageTokenSecret }), issuerUrl: deps.issuerUrl, keys: deps.keys };
   const sinks = deps.sinks ?? s.sinkPolicyFor("production");
@@ -344,7 +348,7 @@ export async function start(): Promise<Running> {
   const { openBlobStore } = await import("./registry/oci/storage.js");
   const { startConfiguredGcWorker } = await import("./registry/oci/gc.js");
   const { createDbBlobReferences } = await import("./registry/oci/blob-references.js");
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: { ...config.databasePool, replicas: config.replicas }, share: "serve" });
   const { ensureSecret, createKeyStore, ensureManagedRoles, sinkPolicyFor, publicOnlyFetch, systemResolver, listen } = await loaded();
   config = await keepDevelopmentIssuer(database.db, config);
   // Independent of each other: side by side (on PostgreSQL, each is a few round trips).

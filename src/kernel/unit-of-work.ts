@@ -12,6 +12,7 @@
 // SCIM write) run through the same helper as the interceptor, runUnitOfWork, and so keep the same rules.
 import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { recordWriters, readOnlyCall, routesReads } from "../db/read-routing.js";
 import { outboxEvents } from "../db/schema/outbox.js";
 import { accessKey } from "./auth/principal.js";
 import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "./outbox.js";
@@ -39,9 +40,20 @@ export interface UnitOfWorkOptions {
   db: Executor;
   /** Types for the JSON of event bodies (Any). */
   registry: Registry;
+  /**
+   * Services whose methods without an event still write outside a unit of work (the token exchange stores
+   * refresh tokens; accepting an invite runs its own unit of work after reads that must see the primary):
+   * their calls never read from a replica.
+   */
+  writingServices?: readonly string[];
 }
 
-/** The interceptor that runs each event-declaring method as a unit of work (innermost: after authorization). */
+/**
+ * The interceptor that runs each event-declaring method as a unit of work (innermost: after authorization).
+ * With read replicas (db/read-routing.ts), it also marks every other unary call of a service that writes
+ * only in units of work as read-only: the queries of its handler may then go to a replica. Authentication
+ * and authorization ran before, on the primary.
+ */
 export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
   const plans = new Map<DescMethod, EventPlan | null>();
   const planOf = (method: DescMethod): EventPlan | null => {
@@ -49,9 +61,14 @@ export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
     if (plan === undefined) plans.set(method, (plan = eventPlanOf(method) ?? null));
     return plan;
   };
+  const replicated = routesReads(opts.db);
+  const writing = new Set(opts.writingServices ?? []);
   // The remembered grants are forgotten by the authorization interceptor, for every IAM write (grantServices).
   return (next) => async (req) => {
-    if (!planOf(req.method) || req.stream) return next(req);
+    if (!planOf(req.method) || req.stream) {
+      if (!replicated || req.stream || writing.has(req.service.typeName)) return next(req);
+      return readOnlyCall(req.contextValues.get(accessKey)?.principal.identityUid, () => next(req));
+    }
     return runUnitOfWork({ db: opts.db, registry: opts.registry, signal: req.signal }, async (unit) => {
       req.contextValues.set(transactionKey, unit.tx);
       const res = await next(req);
@@ -137,6 +154,8 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
         },
       });
       if (events.length > 0) await tx.insert(outboxEvents).values(events);
+      // With replicas: the writers' next reads go to the primary until a replica has this transaction.
+      await recordWriters(opts.db, tx, events.map((e) => e.actor));
       if (opts.signal?.aborted) throw opts.signal.reason;
       return result;
     });

@@ -44,13 +44,15 @@ export type TestServerOptions = Partial<Pick<ComposeDeps, "blobs" | "serviceDoma
    * itself is then fresh at once.
    */
   notificationDelayMs?: number;
+  /** The database to serve (disposed when the server closes). Default: openTestDatabase(). */
+  database?: TestDatabase;
 };
 
 const UNLIMITED = { burst: 1_000_000, perMinute: 1_000_000 };
 
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
-  const database = await openTestDatabase();
+  const database = opts.database ?? (await openTestDatabase());
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
   // As in development: the client-secret key kept in the database.
   const idpSecretKey = await ensureSecret(database.db, "idp-secret-key");
@@ -70,7 +72,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
-  const { externalOptions, delivery, notificationDelayMs, ...appOpts } = opts;
+  const { externalOptions, delivery, notificationDelayMs, database: _database, ...appOpts } = opts;
   // The registry's blobs, in a directory of this server's own (removed when it closes).
   const blobsDir = opts.blobs ? undefined : await mkdtemp(join(tmpdir(), "apiserver-blobs-"));
   const blobs = opts.blobs ?? createFsBlobStore(blobsDir!);
