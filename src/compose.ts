@@ -22,9 +22,8 @@ import type { listenMetrics, MetricsListener } from "./server/metrics-route.js";
 
 /** The modules that serve, loaded side by side with the database's start. */
 async function loadServing() {
-  const [client, readRouting, secrets, iamBootstrap, managedRoles, auth, external, grantsCache, lists, outbound, modules, iam, secretBox, sinks, app, listener, metricsRoute] = await Promise.all([
+  const [client, secrets, iamBootstrap, managedRoles, auth, external, grantsCache, lists, outbound, modules, iam, secretBox, sinks, app, listener, metricsRoute] = await Promise.all([
     import("./db/client.js"),
-    import("./db/read-routing.js"),
     import("./db/secrets.js"),
     import("./iam/bootstrap.js"),
     import("./iam/managed-roles.js"),
@@ -43,7 +42,6 @@ async function loadServing() {
   ]);
   return {
     ...client,
-    onPrimary: readRouting.onPrimary,
     ...secrets,
     ...iamBootstrap,
     ...managedRoles,
@@ -151,9 +149,7 @@ export async function composeApp(deps: ComposeDeps): Promise<Composed> {
   const external =
     deps.external ??
     s.createExternalVerifier({ allowInsecureLoopback: false, ...deps.externalOptions, directory: hooks.directory, self: { issuer: deps.issuerUrl, keys: deps.keys } });
-  // On the primary, also when a read-only call's handler asks first: the grants are remembered for every
-  // later call, and a replica may not have a binding's removal yet.
-  const grants = s.createGrantsCache({ load: (uid) => s.onPrimary(() => hooks.directory.grants(uid)), subscribe: deps.database.listen });
+  const grants = s.createGrantsCache({ load: (uid) => hooks.directory.grants(uid), subscribe: deps.database.listen });
   const limits: RequestLimits = { ...s.defaultRequestLimits, ...deps.limits };
   const kernel: KernelDeps = { db, lists: s.createListPlanner({ secret: deps.pageTokenSecret }), issuerUrl: deps.issuerUrl, keys: deps.keys };
   const sinks = deps.sinks ?? s.sinkPolicyFor("production");

@@ -156,8 +156,9 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   let router: ReadRouter | undefined;
   let db: Db;
   if (opts.replicas && opts.replicas.urls.length > 0) {
-    // Reads of read-only calls to the replicas; everything else, as without them, on `pool`.
-    const { createReadRouter, registerWritePositions } = await import("./read-routing.js");
+    // Reads of read-only calls to the replicas (through the databases readTarget gives); everything else,
+    // as without them, on `pool`.
+    const { createReadRouter, routeReads } = await import("./read-routing.js");
     const monitor = (target: string) => () =>
       postgres(target, { onnotice: () => {}, max: 1, connect_timeout: REPLICA_CONNECT_TIMEOUT_S, idle_timeout: 0, connection: { statement_timeout: 1_000 } });
     const routed = createReadRouter({
@@ -169,10 +170,11 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
         return { name: hostOfUrl(replicaUrl), pool: gatePool(replica, replicaGate), openMonitor: monitor(replicaUrl), close: () => replica.end({ timeout: 5 }) };
       }),
       maxLagMs: opts.replicas.maxLagMs,
+      database: (routedClient) => drizzle(routedClient, { schema }),
     });
     router = routed;
-    db = drizzle(routed.client, { schema }) as unknown as Db;
-    registerWritePositions(db, routed.positions);
+    db = drizzle(pool, { schema }) as unknown as Db;
+    routeReads(db, routed);
     log.info("reads of read-only calls go to replicas", { replicas: opts.replicas.urls.map(hostOfUrl), maxLagMs: opts.replicas.maxLagMs });
   } else {
     db = drizzle(pool, { schema }) as unknown as Db;

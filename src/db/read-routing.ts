@@ -1,19 +1,26 @@
 // Reads from streaming replicas (DATABASE_REPLICA_URLS), with read-your-writes across servers.
 //
-// What goes where. Routing is opt-in: a query goes to a replica only when it runs inside a read-only call
-// (readOnlyCall, set by the unit-of-work interceptor around an API method that declares no event and writes
-// nothing outside a unit of work) and outside a transaction. Everything else runs on the primary without a
-// second thought: every transaction (a unit of work, and every read inside it), authentication and
-// authorization (they run before the call's scope begins; the grants cache loads through onPrimary), the
-// workers (event delivery, fan-out, garbage collection), the LISTEN connections, migrations, importers and
-// the registry's data plane (/v2/). The SQL text is never inspected. As a safety net, a statement a replica
-// refuses as a write (SQLSTATE 25006) is run again on the primary and logged: it is a routing bug.
+// What goes where. Routing is opt-in and explicit: the unit-of-work interceptor, for an API method that
+// declares no event and whose service writes nothing outside a unit of work, asks where the call's reads
+// go (readTarget) before its handler runs, and the handler's stores (kernel/unit-of-work.ts, storeFactory)
+// are then the ones made over that target: a replica's database, or the primary's. Everything else runs
+// on the primary as without replicas: every transaction (a unit of work, and every read inside it; a
+// transaction opened on a replica's database runs on the primary too), authentication and authorization
+// (they run before), what does not read through storeFactory, the workers (event delivery, fan-out, garbage
+// collection), the LISTEN connections, migrations, importers and the registry's data plane (/v2/). The SQL
+// text is never inspected. As a safety net, a statement a replica refuses as a write (SQLSTATE 25006) runs
+// again on the primary and is logged: it is a routing bug.
+//
+// Why not an AsyncLocalStorage scope around the call, read by the pool: on Node 20 the first scope turns on
+// promise hooks for the whole process, and every await of every request then costs about 2.5 times as much
+// (measured: 200 awaits, 15 µs without, 38 µs with); a target chosen once per call and handed to the
+// stores costs nothing beyond the choice.
 //
 // Read-your-writes. After a caller's write has been answered, no read of that caller may see the database
 // as it was before the write, whichever server the read reaches. A memory per process ("identity -> LSN")
 // does not reach the other servers, and a notification may arrive after the read it should have steered.
 // So the write itself leaves its mark on the primary, in its own transaction: `read_positions` holds, per
-// identity, the transaction id (xid) of its latest unit of work, for a bounded time (POSITION_TTL). The
+// identity, the transaction id (xid) of its latest unit of work, for a bounded time (positionTtlMs). The
 // row is written before the commit, so it is visible on the primary from the instant the write is, to
 // every server; a reader that finds it is steered whatever the order of events.
 //
@@ -25,14 +32,14 @@
 // is written by the commit itself); the xid is. A snapshot only grows on a replica, so a transaction visible
 // in the polled snapshot is visible to the read that follows. A read-only call of an identity then costs
 // one index lookup on the primary (`read_positions` by identity: a few microseconds of the primary's time),
-// skipped for anonymous callers (they have no writes), and skipped when this process itself made the
-// identity's latest write and no replica has it yet (the read goes straight to the primary). The decision
-// is taken once per call, at its first query; the call's later queries go to the same place.
+// skipped for anonymous callers (they have no writes), when no replica is in rotation, and when this
+// process itself made the identity's latest write and no replica has it yet (the call goes straight to the
+// primary). The decision is taken once per call, before its handler; all its reads go to the same place.
 //
 // Writes outside a unit of work that a caller may read back through the API (the registry's manifest
-// pushes and deletions, db/read-routing's recordWriters with the statement's own executor) record the
-// mark the same way; the mark's transaction commits after the write, so a replica that sees it has the
-// write too.
+// pushes and deletions) record the mark with recordWriters too: in their transaction, or in a statement of
+// its own after the write and before the answer, whose transaction commits after the write, so a replica
+// that has the mark has the write too.
 //
 // Health. A replica is in rotation while its last poll (each bounded by POLL_TIMEOUT_MS) answered within
 // FRESH_MS, it is still in recovery (a promoted replica no longer follows the primary), and its lag is at
@@ -40,14 +47,13 @@
 // the replica has replayed the primary's position sampled at time t, every change made before t is on it,
 // and its lag is at most now - t (an upper bound, so the rule errs towards the primary). A replica query
 // that fails on the connection takes the replica out until its next good poll and runs again on the
-// primary, once: a replica that goes down costs a client no error, and at most a poll interval of failed
-// replica attempts. POSITION_TTL (30 s + twice the allowed lag) is longer than any replica in rotation can
+// primary: a replica that goes down costs a client no error, and at most a poll interval of failed replica
+// attempts. positionTtlMs (30 s + twice the allowed lag) is longer than any replica in rotation can
 // be behind, so a forgotten position can no longer steer a read wrongly.
 //
 // Durability of the marks: the table is UNLOGGED, so a crash of the primary empties it. Replicas of a
 // crashed primary are rebuilt or re-synchronized in practice; meanwhile marks written before the crash are
 // lost, which the operations guide says (docs/replicas.md).
-import { AsyncLocalStorage } from "node:async_hooks";
 import { sql, type SQL } from "drizzle-orm";
 import type { Sql } from "postgres";
 import { isConnectionError, sqlStateOf } from "../kernel/errors/sqlstate.js";
@@ -71,25 +77,6 @@ export function positionTtlMs(maxLagMs: number): number {
   return 30_000 + 2 * maxLagMs;
 }
 
-interface ReadScope {
-  /** The caller; undefined for an anonymous one (who has no writes). */
-  identity: string | undefined;
-  /** Where this call's queries go (a replica, or undefined: the primary), decided at its first query. */
-  target?: Promise<Replica | undefined>;
-}
-
-const scopes = new AsyncLocalStorage<ReadScope>();
-
-/** Runs `fn` as a read-only call of `identity`: its queries outside transactions may go to a replica. */
-export function readOnlyCall<T>(identity: string | undefined, fn: () => T): T {
-  return scopes.run({ identity: identity || undefined }, fn);
-}
-
-/** Runs `fn` on the primary even inside a read-only call (for what is shared beyond the call: the grants cache). */
-export function onPrimary<T>(fn: () => T): T {
-  return scopes.exit(fn);
-}
-
 /** What executes a statement: the database or a transaction (Drizzle's execute). */
 interface Executes {
   execute(query: SQL): PromiseLike<unknown>;
@@ -100,11 +87,25 @@ interface WritePositions {
   record(executor: Executes, identities: readonly string[]): Promise<void>;
 }
 
-const positionsOf = new WeakMap<object, WritePositions>();
+interface Routing {
+  positions: WritePositions;
+  target(identity: string | undefined): Promise<object>;
+}
 
-/** Whether reads of `db` are routed to replicas (read-only calls are worth a scope only then). */
+const routingOf = new WeakMap<object, Routing>();
+
+/** Whether reads of `db` are routed to replicas (read-only calls are worth a target only then). */
 export function routesReads(db: object): boolean {
-  return positionsOf.has(db);
+  return routingOf.has(db);
+}
+
+/**
+ * Where the reads of a read-only call of `identity` (undefined: anonymous) go: the database of a replica
+ * that has every write of the caller, or the primary's. `db` itself when it has no replicas.
+ */
+export async function readTarget<D extends object>(db: D, identity: string | undefined): Promise<D> {
+  const routing = routingOf.get(db);
+  return routing ? ((await routing.target(identity || undefined)) as D) : db;
 }
 
 /**
@@ -113,7 +114,7 @@ export function routesReads(db: object): boolean {
  * `db` has no replicas.
  */
 export async function recordWriters(db: object, executor: Executes, identities: readonly (string | undefined)[]): Promise<void> {
-  const positions = positionsOf.get(db);
+  const positions = routingOf.get(db)?.positions;
   if (!positions) return;
   const named = [...new Set(identities.filter((i): i is string => !!i))];
   if (named.length > 0) await positions.record(executor, named);
@@ -151,6 +152,8 @@ export interface ReadRouterOptions {
   primary: RoutedClient;
   replicas: readonly RoutedClient[];
   maxLagMs: number;
+  /** Makes the database (Drizzle) over a client: one per replica, and one for the reads sent to the primary. */
+  database: (client: Sql) => object;
 }
 
 interface Snapshot {
@@ -175,8 +178,8 @@ interface Replica {
 }
 
 export interface ReadRouter {
-  /** The primary's pool with the reads of read-only calls routed: what Drizzle is given. */
-  client: Sql;
+  /** The database a read-only call of `identity` reads from: a replica's that has the caller's writes, or the primary's. */
+  target(identity: string | undefined): Promise<object>;
   /** Polls now (tests: a change of a replica's state is seen without waiting for the next poll). */
   poll(): Promise<void>;
   stats(): ReadRoutingStats;
@@ -330,56 +333,59 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter & { positi
     return rows[0] ? BigInt(rows[0].xid) : undefined;
   };
 
-  const choose = async (scope: ReadScope): Promise<Replica | undefined> => {
+  const choose = async (identity: string | undefined): Promise<Replica | undefined> => {
     const now = Date.now();
     let candidates = replicas.filter((r) => inRotation(r, now));
     if (candidates.length === 0) return undefined;
-    if (scope.identity !== undefined) {
-      const own = ownWrites.get(scope.identity);
+    if (identity !== undefined) {
+      const own = ownWrites.get(identity);
       if (own && own.until > now && !candidates.some((r) => endedIn(r.snapshot!, own.xid))) return undefined;
-      const xid = await lookup(scope.identity);
+      const xid = await lookup(identity);
       if (xid !== undefined) candidates = candidates.filter((r) => endedIn(r.snapshot!, xid));
       if (candidates.length === 0) return undefined;
     }
     return candidates[turn++ % candidates.length];
   };
 
-  const read = async <T>(scope: ReadScope, run: (pool: Sql) => PromiseLike<T>): Promise<T> => {
-    const target = await (scope.target ??= choose(scope));
-    if (target) {
-      try {
-        const out = await run(target.client.pool);
-        target.reads++;
-        return out;
-      } catch (err) {
-        const state = sqlStateOf(err);
-        if (isConnectionError(err)) markDown(target, err);
-        else if (state === "25006") log.warn("a statement of a read-only call wrote: run again on the primary (a routing bug to report)", { replica: target.client.name, err });
-        else if (!RETRIED_STATES.has(state ?? "")) throw err;
-        // The rest of the call on the primary.
-        scope.target = Promise.resolve(undefined);
+  /**
+   * A client for Drizzle whose queries run on `replica` (the primary when it is null), counted; a replica's
+   * query that fails on the connection (or that the replica refuses) runs again on the primary, and a
+   * transaction always runs on the primary.
+   */
+  const readClient = (replica: Replica | null): Sql => {
+    const run = async <T>(query: (pool: Sql) => PromiseLike<T>): Promise<T> => {
+      if (replica && replica.polledAt !== undefined) {
+        try {
+          const out = await query(replica.client.pool);
+          replica.reads++;
+          return out;
+        } catch (err) {
+          const state = sqlStateOf(err);
+          if (isConnectionError(err)) markDown(replica, err);
+          else if (state === "25006") log.warn("a statement of a read-only call wrote: run again on the primary (a routing bug to report)", { replica: replica.client.name, err });
+          else if (!RETRIED_STATES.has(state ?? "")) throw err;
+        }
       }
-    }
-    const out = await run(primary.pool);
-    primaryReads++;
-    return out;
-  };
-
-  const unsafe = (...args: Parameters<Sql["unsafe"]>) => {
-    const scope = scopes.getStore();
-    if (!scope) return primary.pool.unsafe(...args);
-    // Drizzle awaits the query, or its .values(): each is routed when it runs.
-    return {
-      values: () => read(scope, (pool) => pool.unsafe(...args).values()),
-      then: <A, B>(onFulfilled?: (value: unknown) => A, onRejected?: (reason: unknown) => B) => read(scope, (pool) => pool.unsafe(...args)).then(onFulfilled, onRejected),
+      const out = await query(primary.pool);
+      primaryReads++;
+      return out;
     };
+    // Drizzle awaits the query, or its .values(): each runs when awaited.
+    const unsafe = (...args: Parameters<Sql["unsafe"]>) => ({
+      values: () => run((pool) => pool.unsafe(...args).values()),
+      then: <A, B>(onFulfilled?: (value: unknown) => A, onRejected?: (reason: unknown) => B) => run((pool) => pool.unsafe(...args)).then(onFulfilled, onRejected),
+    });
+    const begin = (...args: unknown[]) => (primary.pool.begin as (...a: unknown[]) => Promise<unknown>)(...args);
+    return new Proxy(primary.pool, {
+      get(target, property, receiver) {
+        if (property === "unsafe") return unsafe;
+        if (property === "begin") return begin;
+        return Reflect.get(target, property, receiver) as unknown;
+      },
+    });
   };
-  const client = new Proxy(primary.pool, {
-    get(target, property, receiver) {
-      if (property === "unsafe") return unsafe;
-      return Reflect.get(target, property, receiver) as unknown;
-    },
-  });
+  const primaryReadDb = opts.database(readClient(null));
+  const replicaDbs = new Map(replicas.map((r) => [r, opts.database(readClient(r))]));
 
   const positions: WritePositions = {
     async record(executor, identities) {
@@ -400,7 +406,10 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter & { positi
 
   void poll();
   return {
-    client,
+    target: async (identity) => {
+      const replica = await choose(identity);
+      return replica ? replicaDbs.get(replica)! : primaryReadDb;
+    },
     positions,
     poll,
     stats: () => ({
@@ -425,7 +434,7 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter & { positi
   };
 }
 
-/** Gives `db` (the Drizzle database over the router's client) the router's write positions. */
-export function registerWritePositions(db: object, positions: WritePositions): void {
-  positionsOf.set(db, positions);
+/** Routes the read-only calls of `db` (the primary's database) with `router`. */
+export function routeReads(db: object, router: ReadRouter & { positions: WritePositions }): void {
+  routingOf.set(db, { positions: router.positions, target: (identity) => router.target(identity) });
 }

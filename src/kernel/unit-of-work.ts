@@ -12,26 +12,28 @@
 // SCIM write) run through the same helper as the interceptor, runUnitOfWork, and so keep the same rules.
 import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
-import { recordWriters, readOnlyCall, routesReads } from "../db/read-routing.js";
+import { readTarget, recordWriters, routesReads } from "../db/read-routing.js";
 import { outboxEvents } from "../db/schema/outbox.js";
 import { accessKey } from "./auth/principal.js";
 import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "./outbox.js";
 import type { Executor } from "./store.js";
 
 const transactionKey = createContextKey<Executor | undefined>(undefined, { description: "the call's unit of work" });
+const readKey = createContextKey<Executor | undefined>(undefined, { description: "where the call's reads go (read replicas)" });
 
 /**
- * The store of a call: over the call's transaction in a unit of work (made once per transaction), else the
- * one made over `db` at start-up.
+ * The store of a call: over the call's transaction in a unit of work (made once per transaction); with
+ * read replicas, in a read-only call, the one over the database its reads go to (a replica's or the
+ * primary's: db/read-routing.ts, made once per database); else the one made over `db` at start-up.
  */
 export function storeFactory<S>(db: Executor, make: (db: Executor) => S): (ctx: HandlerContext) => S {
   const shared = make(db);
-  const perTransaction = new WeakMap<Executor, S>();
+  const perExecutor = new WeakMap<Executor, S>();
   return (ctx) => {
-    const tx = ctx.values.get(transactionKey);
+    const tx = ctx.values.get(transactionKey) ?? ctx.values.get(readKey);
     if (!tx) return shared;
-    let store = perTransaction.get(tx);
-    if (!store) perTransaction.set(tx, (store = make(tx)));
+    let store = perExecutor.get(tx);
+    if (!store) perExecutor.set(tx, (store = make(tx)));
     return store;
   };
 }
@@ -50,9 +52,9 @@ export interface UnitOfWorkOptions {
 
 /**
  * The interceptor that runs each event-declaring method as a unit of work (innermost: after authorization).
- * With read replicas (db/read-routing.ts), it also marks every other unary call of a service that writes
- * only in units of work as read-only: the queries of its handler may then go to a replica. Authentication
- * and authorization ran before, on the primary.
+ * With read replicas (db/read-routing.ts), every other unary call of a service that writes only in units
+ * of work is read-only: it chooses where its reads go (a replica that has every write of the caller, or the
+ * primary), and its handler's stores read there. Authentication and authorization ran before, on the primary.
  */
 export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
   const plans = new Map<DescMethod, EventPlan | null>();
@@ -67,7 +69,8 @@ export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
   return (next) => async (req) => {
     if (!planOf(req.method) || req.stream) {
       if (!replicated || req.stream || writing.has(req.service.typeName)) return next(req);
-      return readOnlyCall(req.contextValues.get(accessKey)?.principal.identityUid, () => next(req));
+      req.contextValues.set(readKey, await readTarget(opts.db, req.contextValues.get(accessKey)?.principal.identityUid));
+      return next(req);
     }
     return runUnitOfWork({ db: opts.db, registry: opts.registry, signal: req.signal }, async (unit) => {
       req.contextValues.set(transactionKey, unit.tx);

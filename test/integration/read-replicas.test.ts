@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
 import { destroyInstances, localPostgresUnavailable, startPrimary, startReplica, type PgInstance } from "../../scripts/cluster/postgres.js";
 import { openPostgres, type Database } from "../../src/db/client.js";
-import { readOnlyCall, type ReplicaStatus } from "../../src/db/read-routing.js";
+import { readTarget, type ReplicaStatus } from "../../src/db/read-routing.js";
 import { call } from "../contract/harness.js";
 import { until } from "../support/poll.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -195,14 +195,14 @@ describe.skipIf(!!unavailable)("read replicas (PostgreSQL streaming replication)
       );
       expect(replicaOf(strict).lagBytes).toBeGreaterThan(0);
       const before = primaryReads();
-      await readOnlyCall(undefined, async () => await strict.db.execute(sql`select 1`));
+      await (await readTarget(strict.db, undefined)).execute(sql`select 1`);
       expect(primaryReads()).toBe(before + 1);
     } finally {
       await onReplica`select pg_wal_replay_resume()`;
     }
     await inRotation(strict);
     const before = strict.stats().reads!.replicas[0]!.reads;
-    await readOnlyCall(undefined, async () => await strict.db.execute(sql`select 1`));
+    await (await readTarget(strict.db, undefined)).execute(sql`select 1`);
     expect(strict.stats().reads!.replicas[0]!.reads).toBe(before + 1);
   }, 60_000);
 });
