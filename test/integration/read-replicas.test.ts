@@ -177,6 +177,18 @@ describe.skipIf(!!unavailable)("read replicas (PostgreSQL streaming replication)
     );
   }, 60_000);
 
+  it("runs a statement that writes, sent to a replica by mistake, on the primary", async () => {
+    await inRotation(a.database);
+    const target = await readTarget(a.database.db, undefined);
+    expect(target).not.toBe(a.database.db);
+    const before = counts(a);
+    // The replica refuses it (25006, read-only): it runs again on the primary, and no error reaches the caller.
+    await target.execute(sql`create table routed_by_mistake (x int)`);
+    expect(counts(a).primary).toBe(before.primary + 1);
+    const [row] = (await a.database.db.execute(sql`select to_regclass('routed_by_mistake') is not null as present`)) as unknown as { present: boolean }[];
+    expect(row!.present).toBe(true);
+  });
+
   it("skips a replica further behind than REPLICA_MAX_LAG, and takes it back once it has caught up", async () => {
     const strict = await open(200);
     await inRotation(strict);
