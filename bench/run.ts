@@ -22,6 +22,8 @@
 //     Linux perf: the server and its peers each sampled whole, their CPU per request by what ran)
 //   npm run bench -- growth [--only tags|advisories] [--sizes N,N,N] [--seconds 3] [--concurrency 8] [--rounds 3]
 //     (PostgreSQL too; the cost of ListTags and ListAdvisories as the data grows, each plan choice)
+//   npm run bench -- replicas [--seconds 3] [--concurrency 16] [--rounds 3]   (the machine's PostgreSQL binaries: a
+//     primary and a streaming replica of its own; server CPU per read with and without, the replica's share)
 //   npm run bench -- oci [--rounds 3] [--mb 100] [--images 1000] [--profile] [--top N]   (PostgreSQL too, and
 //     Debian's skopeo and docker-registry: push and pull against the Distribution registry; --profile: the
 //     server under --cpu-prof, its main thread per operation)
@@ -43,10 +45,11 @@ import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
 import { benchProfile } from "./profile.js";
 import { benchRegistry } from "./registry.js";
+import { benchReplicas } from "./replicas.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [replicas] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -149,6 +152,7 @@ const benches: Record<string, () => Promise<void>> = {
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   growth: () => benchGrowth({ only: values.only, sizes, seconds: seconds(3), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   oci: () => benchOci({ rounds: values.rounds === undefined ? 3 : Number(values.rounds), mb, images, profile: values.profile, top }),
+  replicas: () => benchReplicas({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf),

@@ -344,7 +344,7 @@ export async function start(): Promise<Running> {
   const { openBlobStore } = await import("./registry/oci/storage.js");
   const { startConfiguredGcWorker } = await import("./registry/oci/gc.js");
   const { createDbBlobReferences } = await import("./registry/oci/blob-references.js");
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: config.databasePool, share: "serve" });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, postgres: { ...config.databasePool, replicas: config.replicas }, share: "serve" });
   const { ensureSecret, createKeyStore, ensureManagedRoles, sinkPolicyFor, publicOnlyFetch, systemResolver, listen } = await loaded();
   config = await keepDevelopmentIssuer(database.db, config);
   // Independent of each other: side by side (on PostgreSQL, each is a few round trips).

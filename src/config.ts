@@ -155,7 +155,19 @@ export interface Config {
   };
   /** The registry's data plane (OCI Distribution under /v2/): where blobs live, and their garbage collection. */
   registry: RegistrySettings;
+  /** Streaming replicas of the PostgreSQL primary that serve reads (docs/replicas.md); none by default. */
+  replicas: ReplicaSettings;
 }
+
+export interface ReplicaSettings {
+  /** DATABASE_REPLICA_URLS: one PostgreSQL URL per replica (empty: every read goes to the primary). */
+  urls: readonly string[];
+  /** REPLICA_MAX_LAG: a replica further behind the primary than this is taken out of rotation. */
+  maxLagMs: number;
+}
+
+/** REPLICA_MAX_LAG's default: 2 s. */
+export const DEFAULT_REPLICA_MAX_LAG_MS = 2_000;
 
 /**
  * REGISTRY_STORAGE: `filesystem` (under the data directory; the default) or `s3` (S3-compatible object storage,
@@ -544,11 +556,71 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       gcGraceMs: 60_000 * integer("REGISTRY_GC_GRACE_MINUTES", env.REGISTRY_GC_GRACE_MINUTES, DEFAULT_REGISTRY_GC.graceMs / 60_000, 10, 60 * 24 * 7),
       gcIntervalMs: 60_000 * integer("REGISTRY_GC_INTERVAL_MINUTES", env.REGISTRY_GC_INTERVAL_MINUTES, 0, 0, 60 * 24 * 7),
     },
+    replicas: {
+      urls: parseReplicaUrls(env.DATABASE_REPLICA_URLS, parseDatabaseUrl(env.DATABASE_URL)),
+      maxLagMs: parseDuration("REPLICA_MAX_LAG", env.REPLICA_MAX_LAG, DEFAULT_REPLICA_MAX_LAG_MS, 10, 300_000),
+    },
   };
 }
 
 /** The length of IDP_SECRET_KEY (an AES-256 key: iam/secret-box.ts). */
 export const SECRET_KEY_BYTES = 32;
+
+/**
+ * DATABASE_REPLICA_URLS: comma-separated PostgreSQL URLs of streaming replicas of DATABASE_URL's database.
+ * Only with DATABASE_URL (the embedded database has no replicas). As for DATABASE_URL, a URL is never
+ * echoed (it may hold a password): a refusal names the entry by its position.
+ */
+export function parseReplicaUrls(raw: string | undefined, databaseUrl: string | undefined): readonly string[] {
+  if (raw === undefined || raw.trim() === "") return [];
+  if (!databaseUrl) throw new ConfigError("DATABASE_REPLICA_URLS needs DATABASE_URL: replicas serve reads of a PostgreSQL primary, and the embedded database has none");
+  const urls = raw.split(",").map((u) => u.trim());
+  const seen = new Set<string>();
+  urls.forEach((url, i) => {
+    const which = `DATABASE_REPLICA_URLS entry ${i + 1}`;
+    if (url === "") throw new ConfigError(`${which} is empty: list URLs separated by single commas`);
+    const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(url)?.[1]?.toLowerCase();
+    if (scheme !== "postgres" && scheme !== "postgresql") {
+      throw new ConfigError(`${which} must be a PostgreSQL URL (postgres://<user>:<password>@<host>:5432/<database>), got ${scheme ? `a ${scheme}: URL` : "no URL"}`);
+    }
+    let host: string;
+    try {
+      const parsed = new URL(url);
+      host = `${parsed.hostname}:${parsed.port || "5432"}`;
+    } catch {
+      throw new ConfigError(`${which} is not a valid URL`);
+    }
+    if (hostPortPath(url) === hostPortPath(databaseUrl)) throw new ConfigError(`${which} is DATABASE_URL itself: list the replicas' URLs only`);
+    if (seen.has(host)) throw new ConfigError(`${which} names ${host} a second time`);
+    seen.add(host);
+  });
+  if (urls.length > 16) throw new ConfigError(`DATABASE_REPLICA_URLS lists ${urls.length} replicas; at most 16`);
+  return urls;
+}
+
+/** A URL's host:port (5432 when it names none) and database path, or the text itself when it is not a URL. */
+function hostPortPath(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || "5432"}${u.pathname}`;
+  } catch {
+    return url;
+  }
+}
+
+/**
+ * A duration: `<n>ms`, `<n>s`, or a plain number of seconds (fractions allowed: `0.5`), between `minMs` and
+ * `maxMs`. Undefined or empty: the fallback.
+ */
+export function parseDuration(name: string, raw: string | undefined, fallbackMs: number, minMs: number, maxMs: number): number {
+  if (raw === undefined || raw.trim() === "") return fallbackMs;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$/.exec(raw);
+  const ms = m ? Number(m[1]) * (m[2] === "ms" ? 1 : 1000) : NaN;
+  if (!Number.isFinite(ms) || ms < minMs || ms > maxMs) {
+    throw new ConfigError(`${name} must be a duration between ${minMs} ms and ${maxMs / 1000} s, such as 2s, 500ms or 1.5 (seconds), got ${JSON.stringify(raw)}`);
+  }
+  return Math.round(ms);
+}
 
 /** Parses IDP_SECRET_KEY: base64 (standard or url-safe) of exactly 32 bytes; the reason otherwise. */
 export function parseSecretKey(raw: string): Uint8Array | { refused: string } {

@@ -16,6 +16,7 @@ import { DEFAULT_LIMITS, type PoolMode } from "../config.js";
 import { log } from "../kernel/log.js";
 import { isConnectionError, sqlStateOf } from "../kernel/errors/sqlstate.js";
 import type { PoolGateStats } from "./pool-gate.js";
+import type { ReadRouter, ReadRoutingStats } from "./read-routing.js";
 
 export type Schema = typeof schema;
 /** The Drizzle database, whichever driver is underneath. */
@@ -47,6 +48,8 @@ export interface DatabaseStats {
   pool: PoolGateStats | undefined;
   /** Queries and transactions the database failed, by kind (queryErrorKind). */
   queryErrors: Readonly<Record<string, number>>;
+  /** Where reads of read-only calls went, and each replica's state; only with replicas (db/read-routing.ts). */
+  reads?: ReadRoutingStats;
 }
 
 /**
@@ -112,7 +115,22 @@ export interface PostgresOptions {
    * session: LISTEN, and the migrations under a session advisory lock. Default: `url`.
    */
   listenUrl?: string | undefined;
+  /** Streaming replicas serving the reads of read-only calls (db/read-routing.ts). Default none. */
+  replicas?: { urls: readonly string[]; maxLagMs: number };
 }
+
+/** host:port of a PostgreSQL URL, for logs and metrics (never the URL: it may hold a password). */
+export function hostOfUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || "5432"}`;
+  } catch {
+    return "unknown";
+  }
+}
+
+/** Seconds a connection to a replica may take: past it, the read runs on the primary. */
+const REPLICA_CONNECT_TIMEOUT_S = 1;
 
 /**
  * Opens PostgreSQL at `url`, applying pending migrations under an advisory lock (replicas may race). The
@@ -167,15 +185,42 @@ export async function openPostgres(url: string, opts: PostgresOptions = {}): Pro
   if (pooled) warnUnlessPoolerSets(settings, statementTimeoutMs);
   const gate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
   const errors = createErrorCounts();
-  const db = drizzle(gatePool(client, gate, errors.count), { schema, logger: opts.logger }) as unknown as Db;
+  const pool = gatePool(client, gate, errors.count);
+  let router: ReadRouter | undefined;
+  let db: Db;
+  if (opts.replicas && opts.replicas.urls.length > 0) {
+    // Reads of read-only calls to the replicas (through the databases readTarget gives); everything else,
+    // as without them, on `pool`.
+    const { createReadRouter, routeReads } = await import("./read-routing.js");
+    const monitor = (target: string) => () =>
+      postgres(target, { onnotice: () => {}, max: 1, connect_timeout: REPLICA_CONNECT_TIMEOUT_S, idle_timeout: 0, connection: { statement_timeout: 1_000 } });
+    const routed = createReadRouter({
+      primary: { name: hostOfUrl(url), pool, openMonitor: monitor(direct), close: async () => {} },
+      replicas: opts.replicas.urls.map((replicaUrl) => {
+        const replica = postgres(replicaUrl, { ...options, connect_timeout: REPLICA_CONNECT_TIMEOUT_S, max, connection });
+        // A replica's failures are not the database's: its reads run again on the primary (read-routing.ts).
+        const replicaGate = createPoolGate({ permits: max, timeoutMs: opts.acquireTimeoutMs ?? DEFAULT_LIMITS.databasePool.acquireTimeoutMs });
+        return { name: hostOfUrl(replicaUrl), pool: gatePool(replica, replicaGate), openMonitor: monitor(replicaUrl), close: () => replica.end({ timeout: 5 }) };
+      }),
+      maxLagMs: opts.replicas.maxLagMs,
+      database: (routedClient) => drizzle(routedClient, { schema, logger: opts.logger }),
+    });
+    router = routed;
+    db = drizzle(pool, { schema, logger: opts.logger }) as unknown as Db;
+    routeReads(db, routed);
+    log.info("reads of read-only calls go to replicas", { replicas: opts.replicas.urls.map(hostOfUrl), maxLagMs: opts.replicas.maxLagMs });
+  } else {
+    db = drizzle(pool, { schema, logger: opts.logger }) as unknown as Db;
+  }
   const subscriptions = createSubscriptions(() => postgres(direct, { ...options, max: 1, idle_timeout: 0, max_lifetime: 0, ...subscriptions.hooks }));
   return {
     db,
     kind: "postgres",
     listen: subscriptions.listen,
-    stats: () => ({ pool: gate.stats(), queryErrors: errors.counts }),
+    stats: () => ({ pool: gate.stats(), queryErrors: errors.counts, ...(router ? { reads: router.stats() } : {}) }),
     async close() {
       await subscriptions.close();
+      await router?.close();
       await client.end({ timeout: 5 });
     },
   };

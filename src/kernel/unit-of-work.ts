@@ -14,25 +14,28 @@
 // recordEvents, the outbox's one writer.
 import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { readTarget, recordWriters, routesReads } from "../db/read-routing.js";
 import { outboxEvents } from "../db/schema/outbox.js";
 import { accessKey } from "./auth/principal.js";
 import { eventPlanOf, outboxEventOf, type EventPlan, type OutboxEvent } from "./outbox.js";
 import type { Executor } from "./store.js";
 
 const transactionKey = createContextKey<Executor | undefined>(undefined, { description: "the call's unit of work" });
+const readKey = createContextKey<Executor | undefined>(undefined, { description: "where the call's reads go (read replicas)" });
 
 /**
- * The store of a call: over the call's transaction in a unit of work (made once per transaction), else the
- * one made over `db` at start-up.
+ * The store of a call: over the call's transaction in a unit of work (made once per transaction); with
+ * read replicas, in a read-only call, the one over the database its reads go to (a replica's or the
+ * primary's: db/read-routing.ts, made once per database); else the one made over `db` at start-up.
  */
 export function storeFactory<S>(db: Executor, make: (db: Executor) => S): (ctx: HandlerContext) => S {
   const shared = make(db);
-  const perTransaction = new WeakMap<Executor, S>();
+  const perExecutor = new WeakMap<Executor, S>();
   return (ctx) => {
-    const tx = ctx.values.get(transactionKey);
+    const tx = ctx.values.get(transactionKey) ?? ctx.values.get(readKey);
     if (!tx) return shared;
-    let store = perTransaction.get(tx);
-    if (!store) perTransaction.set(tx, (store = make(tx)));
+    let store = perExecutor.get(tx);
+    if (!store) perExecutor.set(tx, (store = make(tx)));
     return store;
   };
 }
@@ -41,9 +44,20 @@ export interface UnitOfWorkOptions {
   db: Executor;
   /** Types for the JSON of event bodies (Any). */
   registry: Registry;
+  /**
+   * Services whose methods without an event still write outside a unit of work (the token exchange stores
+   * refresh tokens; accepting an invite runs its own unit of work after reads that must see the primary):
+   * their calls never read from a replica.
+   */
+  writingServices?: readonly string[];
 }
 
-/** The interceptor that runs each event-declaring method as a unit of work (innermost: after authorization). */
+/**
+ * The interceptor that runs each event-declaring method as a unit of work (innermost: after authorization).
+ * With read replicas (db/read-routing.ts), every other unary call of a service that writes only in units
+ * of work is read-only: it chooses where its reads go (a replica that has every write of the caller, or the
+ * primary), and its handler's stores read there. Authentication and authorization ran before, on the primary.
+ */
 export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
   const plans = new Map<DescMethod, EventPlan | null>();
   const planOf = (method: DescMethod): EventPlan | null => {
@@ -51,9 +65,15 @@ export function createUnitOfWork(opts: UnitOfWorkOptions): Interceptor {
     if (plan === undefined) plans.set(method, (plan = eventPlanOf(method) ?? null));
     return plan;
   };
+  const replicated = routesReads(opts.db);
+  const writing = new Set(opts.writingServices ?? []);
   // The remembered grants are forgotten by the authorization interceptor, for every IAM write (grantServices).
   return (next) => async (req) => {
-    if (!planOf(req.method) || req.stream) return next(req);
+    if (!planOf(req.method) || req.stream) {
+      if (!replicated || req.stream || writing.has(req.service.typeName)) return next(req);
+      req.contextValues.set(readKey, await readTarget(opts.db, req.contextValues.get(accessKey)?.principal.identityUid));
+      return next(req);
+    }
     return runUnitOfWork({ db: opts.db, registry: opts.registry, signal: req.signal }, async (unit) => {
       req.contextValues.set(transactionKey, unit.tx);
       const res = await next(req);
@@ -139,6 +159,8 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
         },
       });
       await recordEvents(tx, events);
+      // With replicas: the writers' next reads go to the primary until a replica has this transaction.
+      await recordWriters(opts.db, tx, events.map((e) => e.actor));
       if (opts.signal?.aborted) throw opts.signal.reason;
       return result;
     });

@@ -25,6 +25,8 @@ import { createHealth, ServingStatus } from "./health.js";
 import { watchDatabase } from "./database-health.js";
 import { registerReflection, reflectionServiceNames } from "./reflection.js";
 import { Health as HealthService } from "../../gen/health/v1/health_pb.js";
+import { SecurityTokenService } from "../../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { GroupInviteAcceptanceService } from "../../gen/apiserver/iam/v1/group_invites_pb.js";
 import type { RequestHandler } from "./listener.js";
 import { withPublicErrors } from "./protocol-errors.js";
 import { createDeadline, withClientTimeoutCap } from "./deadline.js";
@@ -116,6 +118,13 @@ function serviceBindings(bindings: readonly ServiceBinding[]): ServiceBinding[] 
   return servedServices.map((service) => bound.get(service.typeName) ?? bindPartial(service, {}));
 }
 
+/**
+ * The services whose methods without an event write all the same, outside a unit of work: their calls
+ * never read from a replica (db/read-routing.ts). The token exchange stores and rotates refresh tokens;
+ * accepting an invite reads the invite, then runs its own unit of work.
+ */
+export const WRITING_SERVICES = [SecurityTokenService.typeName, GroupInviteAcceptanceService.typeName];
+
 const GRPC_WEB = /^application\/grpc-web/i;
 const GRPC = /^application\/grpc/i;
 
@@ -157,7 +166,7 @@ export function createApp(deps: AppDeps): App {
     }),
     // After authorization (a caller who may not call learns nothing of the terms), before the unit of work.
     ...(termsGate ? [termsGate] : []),
-    createUnitOfWork({ db: deps.database.db, registry }),
+    createUnitOfWork({ db: deps.database.db, registry, writingServices: WRITING_SERVICES }),
   ];
   const compression = [compressionGzip, compressionBrotli];
   const router = createConnectRouter({
@@ -217,7 +226,11 @@ export function createApp(deps: AppDeps): App {
   let draining = false;
   const healthz = async (res: http.ServerResponse | http2.Http2ServerResponse) => {
     const ok = !draining && (await database.check()) && health.getStatus("") === ServingStatus.SERVING;
-    const body = JSON.stringify({ status: ok ? "SERVING" : draining ? "DRAINING" : "NOT_SERVING" });
+    // Replicas are listed with their state and lag; one that is down does not make the server unhealthy
+    // (its reads go to the primary).
+    const reads = deps.database.stats().reads;
+    const replicas = reads?.replicas.map(({ replica, state, lagSeconds, lagBytes }) => ({ replica, state, lagSeconds: lagSeconds ?? null, lagBytes: lagBytes ?? null }));
+    const body = JSON.stringify({ status: ok ? "SERVING" : draining ? "DRAINING" : "NOT_SERVING", ...(replicas ? { replicas } : {}) });
     (res as http.ServerResponse).writeHead(ok ? 200 : 503, { "content-type": "application/json" }).end(body);
   };
 

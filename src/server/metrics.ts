@@ -154,6 +154,7 @@ function registerDatabase(registry: Registry, stats: () => DatabaseStats): void 
       if (p) setCounter(this, p.acquireTimeouts);
     },
   });
+  registerReplicas(registry, stats);
   new Counter({
     name: "apiserver_db_query_errors_total",
     help: "Queries and transactions the database failed, by kind (connection, statement_timeout, serialization, constraint, other)",
@@ -163,4 +164,53 @@ function registerDatabase(registry: Registry, stats: () => DatabaseStats): void 
       for (const [kind, n] of Object.entries(stats().queryErrors)) setCounter(this, n, { kind });
     },
   });
+}
+
+/**
+ * Read replicas (db/read-routing.ts), when there are any: the reads of read-only calls by where they ran
+ * (target "primary" with replica "", or "replica" with the replica's host:port), and each replica's state
+ * and lag. A replica that is down has no lag series.
+ */
+function registerReplicas(registry: Registry, stats: () => DatabaseStats): void {
+  if (!stats().reads) return;
+  const reads = () => stats().reads!;
+  new Counter({
+    name: "apiserver_db_reads_total",
+    help: "Queries of read-only calls outside transactions, by where they ran (primary or a replica)",
+    labelNames: ["target", "replica"],
+    registers: [registry],
+    collect() {
+      const r = reads();
+      setCounter(this, r.primaryReads, { target: "primary", replica: "" });
+      for (const replica of r.replicas) setCounter(this, replica.reads, { target: "replica", replica: replica.replica });
+    },
+  });
+  new Gauge({
+    name: "apiserver_db_replica_up",
+    help: "1 while a replica is in rotation (answering, and no further behind than REPLICA_MAX_LAG), else 0",
+    labelNames: ["replica"],
+    registers: [registry],
+    collect() {
+      for (const r of reads().replicas) this.set({ replica: r.replica }, r.state === "up" ? 1 : 0);
+    },
+  });
+  const lag: [name: string, help: string, field: "lagSeconds" | "lagBytes"][] = [
+    ["apiserver_db_replica_lag_seconds", "How far a replica's replay is behind the primary, in seconds (an upper bound, at the last poll)", "lagSeconds"],
+    ["apiserver_db_replica_lag_bytes", "Bytes of WAL the primary had at the last poll that a replica had not replayed", "lagBytes"],
+  ];
+  for (const [name, help, field] of lag) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ["replica"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const r of reads().replicas) {
+          const value = r[field];
+          if (value !== undefined) this.set({ replica: r.replica }, value);
+        }
+      },
+    });
+  }
 }

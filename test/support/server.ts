@@ -47,13 +47,15 @@ export type TestServerOptions = Partial<Pick<ComposeDeps, "blobs" | "serviceDoma
   notificationDelayMs?: number;
   /** Hears every statement the server's database is sent (test/integration/shard-statements.test.ts). */
   databaseLogger?: Logger;
+  /** The database to serve (disposed when the server closes). Default: openTestDatabase(). */
+  database?: TestDatabase;
 };
 
 const UNLIMITED = { burst: 1_000_000, perMinute: 1_000_000 };
 
 export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   setLogLevel((process.env.LOG_LEVEL as "silent" | undefined) ?? "silent");
-  const database = await openTestDatabase({ logger: opts.databaseLogger });
+  const database = opts.database ?? (await openTestDatabase({ logger: opts.databaseLogger }));
   const pageTokenSecret = await ensureSecret(database.db, "page-token");
   // As in development: the client-secret key kept in the database.
   const idpSecretKey = await ensureSecret(database.db, "idp-secret-key");
@@ -73,7 +75,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
   });
   const port = listener.address.port;
   const baseUrl = `http://127.0.0.1:${port}`;
-  const { externalOptions, delivery, notificationDelayMs, databaseLogger: _logger, ...appOpts } = opts;
+  const { externalOptions, delivery, notificationDelayMs, databaseLogger: _logger, database: _database, ...appOpts } = opts;
   // The registry's blobs, in a directory of this server's own (removed when it closes).
   const blobsDir = opts.blobs ? undefined : await mkdtemp(join(tmpdir(), "apiserver-blobs-"));
   const blobs = opts.blobs ?? createFsBlobStore(blobsDir!);

@@ -178,6 +178,33 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads DATABASE_REPLICA_URLS (with DATABASE_URL only) and REPLICA_MAX_LAG, refusing bad entries without echoing them", () => {
+    const primary = "postgres://u:hunter2@db-1:5432/api";
+    expect(loadConfig({}).replicas).toEqual({ urls: [], maxLagMs: 2_000 });
+    expect(loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URLS: " postgres://u:hunter2@db-2/api, postgresql://u:p@db-3:5433/api " }).replicas).toEqual({
+      urls: ["postgres://u:hunter2@db-2/api", "postgresql://u:p@db-3:5433/api"],
+      maxLagMs: 2_000,
+    });
+    for (const [raw, ms] of [["500ms", 500], ["3s", 3_000], ["1.5", 1_500], ["10", 10_000]] as const) {
+      expect(loadConfig({ REPLICA_MAX_LAG: raw }).replicas.maxLagMs).toBe(ms);
+    }
+    const refused: [Record<string, string>, RegExp][] = [
+      [{ DATABASE_REPLICA_URLS: "postgres://u:hunter2@db-2/api" }, /^DATABASE_REPLICA_URLS needs DATABASE_URL/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URLS: "postgres://db-2/api,,postgres://db-3/api" }, /^DATABASE_REPLICA_URLS entry 2 is empty/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URLS: "mysql://root:hunter2@db-2/api" }, /^DATABASE_REPLICA_URLS entry 1 must be a PostgreSQL URL .*got a mysql: URL/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URLS: "postgres://u:hunter2@db-1/api" }, /^DATABASE_REPLICA_URLS entry 1 is DATABASE_URL itself/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URLS: "postgres://db-2/api,postgres://x:hunter2@db-2:5432/api" }, /^DATABASE_REPLICA_URLS entry 2 names db-2:5432 a second time/],
+      [{ REPLICA_MAX_LAG: "2 minutes" }, /^REPLICA_MAX_LAG must be a duration between 10 ms and 300 s, such as 2s, 500ms or 1.5/],
+      [{ REPLICA_MAX_LAG: "5ms" }, /^REPLICA_MAX_LAG must be a duration/],
+      [{ REPLICA_MAX_LAG: "301s" }, /^REPLICA_MAX_LAG must be a duration/],
+    ];
+    for (const [env, message] of refused) {
+      expect(() => loadConfig(env)).toThrow(ConfigError);
+      expect(() => loadConfig(env)).toThrow(message);
+      expect(() => loadConfig(env)).not.toThrow(/hunter2/);
+    }
+  });
+
   it("says whether the issuer and the audiences are the defaults (development keeps its first issuer: main.ts)", () => {
     expect(loadConfig({})).toMatchObject({ issuerDefaulted: true, externalAudiencesDefaulted: true });
     expect(loadConfig({ ISSUER_URL: "http://localhost:1" })).toMatchObject({ issuerDefaulted: false, externalAudiencesDefaulted: true });

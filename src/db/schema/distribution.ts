@@ -69,6 +69,7 @@ export const DISTRIBUTION: Readonly<Record<string, TableDistribution>> = {
   refresh_tokens: { kind: "tenant", org: uid("identity_uid"), note: "co-located with its identity (a person's tokens on the person's shard)" },
   signing_keys: { kind: "local", why: "this server's own token keys: read whole at start and on rotation, never joined" },
   server_secrets: { kind: "local", why: "server-wide secrets read at start, never joined" },
+  read_positions: { kind: "local", why: "read-your-writes marks of the primary (unlogged, read by key, never joined): the coordinator's own" },
   // Registry
   repos: { kind: "tenant", org: uid("uid", "group_uid") },
   tags: { kind: "tenant", org: uid("uid", "repo_uid") },

@@ -32,6 +32,7 @@ import { log } from "../../kernel/log.js";
 import type { HttpRoute } from "../../kernel/module.js";
 import type { RequestRecord } from "../../kernel/request.js";
 import { runUnitOfWork } from "../../kernel/unit-of-work.js";
+import { recordWriters } from "../../db/read-routing.js";
 import { isRecord } from "../../kernel/records.js";
 import { IMAGE_CONFIG_TYPES, INDEX_TYPES, MANIFEST_TYPES, MEDIA_TYPES, platformText } from "../oci-media.js";
 import { toRepo } from "../repos.mapper.js";
@@ -594,6 +595,8 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         ...(tag ? { tag } : {}),
         ...(previous && previous !== digest ? { tag_previous_digest: previous } : {}),
       });
+      // With replicas: the pusher's reads through the API (ListTags, GetSize, ...) see this push.
+      await recordWriters(db, tx, [decision.subject]);
     });
     // A manifest stored before (kept by the commit, with its old time) may have been collected before its row
     // committed (gc.ts): then it is stored again.
@@ -609,7 +612,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     });
   }
 
-  async function deleteManifest(res: Res, target: RepositoryTarget, reference: string) {
+  async function deleteManifest(res: Res, target: RepositoryTarget, reference: string, actor: string | undefined) {
     const repoUid = target.repoUid!;
     if (isTag(reference)) {
       if (!(await store.deleteTag(repoUid, reference))) throw manifestUnknown(reference);
@@ -617,6 +620,8 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       if (!isSupportedDigest(reference)) throw malformedDigest(reference);
       if (!(await store.deleteManifest(repoUid, reference))) throw manifestUnknown(reference);
     }
+    // With replicas: recorded after the deletion and before the answer (read-routing.ts).
+    await recordWriters(db, db, [actor]);
     send(res, 202, {});
   }
 
@@ -715,7 +720,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       case "manifest": {
         const reference = decode(p.reference);
         if (method === "PUT") return putManifest(req, res, target, decision, resolved.repoName, reference);
-        if (method === "DELETE") return deleteManifest(res, target, reference);
+        if (method === "DELETE") return deleteManifest(res, target, reference, subject);
         return getManifest(req, res, target, reference, subject);
       }
       case "blob": {

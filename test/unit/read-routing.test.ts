@@ -1,0 +1,49 @@
+// The pure parts of read routing (db/read-routing.ts): positions, snapshots, and which transaction a
+// replica's snapshot shows as ended.
+import { describe, expect, it } from "vitest";
+import { endedIn, parseLsn, parseSnapshot, positionTtlMs, recordEndOf } from "../../src/db/read-routing.js";
+import { servedServices } from "../../src/kernel/descriptors.js";
+import { WRITING_SERVICES } from "../../src/server/app.js";
+
+describe("read routing", () => {
+  it.each([
+    ["0/0", 0n],
+    ["0/3000060", 0x3000060n],
+    ["16/B374D848", (0x16n << 32n) | 0xb374d848n],
+  ])("reads the position %s", (text, bytes) => {
+    expect(parseLsn(text)).toBe(bytes);
+  });
+
+  it.each([
+    // Past a page header (24 bytes) or a segment's long header (40 bytes): the end of the record before.
+    [0x3000000n + 8192n + 24n, 0x3000000n + 8192n],
+    [0x3000000n + 40n, 0x3000000n],
+    [0x3000060n, 0x3000060n],
+    [8192n + 25n, 8192n + 25n],
+  ])("takes the insert position %d as the record end %d", (insert, end) => {
+    expect(recordEndOf(insert)).toBe(end);
+  });
+
+  it.each([
+    // xmin:xmax:in progress. Ended: below xmin, or below xmax and not in progress.
+    ["100:105:100,103", 99n, true],
+    ["100:105:100,103", 100n, false],
+    ["100:105:100,103", 101n, true],
+    ["100:105:100,103", 103n, false],
+    ["100:105:100,103", 105n, false],
+    ["100:105:100,103", 200n, false],
+    ["750:750:", 749n, true],
+    ["750:750:", 750n, false],
+  ])("in the snapshot %s, transaction %d has ended: %s", (text, xid, ended) => {
+    expect(endedIn(parseSnapshot(text), xid)).toBe(ended);
+  });
+
+  it("remembers a write's position for longer than any replica in rotation can be behind", () => {
+    for (const maxLagMs of [10, 2_000, 300_000]) expect(positionTtlMs(maxLagMs)).toBeGreaterThan(maxLagMs + 2_000);
+  });
+
+  it("names served services as the ones that write outside units of work", () => {
+    const served = new Set(servedServices.map((s) => s.typeName));
+    for (const name of WRITING_SERVICES) expect(served.has(name)).toBe(true);
+  });
+});
