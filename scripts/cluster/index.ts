@@ -3,13 +3,27 @@
 import { parseArgs } from "node:util";
 import { DEFAULT_DIR, down, readState, status, up } from "./topology.js";
 
-const USAGE = "usage: npm run cluster -- up|down|status|test [--dir <dir>] [--seconds <n>] [--keep]";
+const USAGE = [
+  "usage: npm run cluster -- up|down|status|test [--dir <dir>] [--seconds <n>] [--keep]",
+  "  up       start the topology under --dir (default /tmp/apiserver-cluster) on the ports of docs/deployment.md",
+  "  down     stop everything it started and remove --dir",
+  "  status   what runs (exit 1 when something is down)",
+  "  test     the load test with disruptions for --seconds (default 60; on a running cluster, or one brought",
+  "           up for it and taken down after unless --keep); exit 1 when a check fails",
+].join("\n");
 
 async function main(): Promise<number> {
-  const { positionals, values } = parseArgs({
-    allowPositionals: true,
-    options: { dir: { type: "string", default: DEFAULT_DIR }, seconds: { type: "string", default: "60" }, keep: { type: "boolean", default: false }, help: { type: "boolean", short: "h" } },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      allowPositionals: true,
+      options: { dir: { type: "string", default: DEFAULT_DIR }, seconds: { type: "string", default: "60" }, keep: { type: "boolean", default: false }, help: { type: "boolean", short: "h" } },
+    });
+  } catch (err) {
+    process.stderr.write(`cluster: ${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  const { positionals, values } = parsed;
   const command = positionals[0];
   if (values.help || !command) {
     process.stdout.write(USAGE + "\n");
@@ -33,7 +47,10 @@ async function main(): Promise<number> {
     }
     case "test": {
       const seconds = Number(values.seconds);
-      if (!Number.isFinite(seconds) || seconds < 10) throw new Error("--seconds must be a number of at least 10");
+      if (!Number.isInteger(seconds) || seconds < 10) {
+        process.stderr.write(`cluster: --seconds must be a whole number of at least 10\n${USAGE}\n`);
+        return 2;
+      }
       const { runClusterTest, printReport } = await import("./load-test.js");
       // A running cluster is used as it is; otherwise one is brought up, and down again at the end.
       const running = readState(dir) !== undefined && (await status(dir)).running;

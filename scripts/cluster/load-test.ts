@@ -3,7 +3,7 @@
 // (SIGTERM, exit, start, healthy), the replica stopped and started, the replica's replay paused so that it
 // lags, then resumed. It checks what a client would see: no failed request but UNAVAILABLE before a request
 // started (retried, counted apart), no read older than the reader's own write, every event delivered once.
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -47,6 +47,8 @@ export interface Report {
   failover: { replicaStopFallbackMs?: number; replicaRestartRejoinMs?: number; pauseOutMs?: number; resumeRejoinMs?: number };
   restarts: { server: number; exitMs: number; healthyMs: number }[];
   events: { expected: number; received: number; duplicates: number; missing: number; mutations: number; byServer: number[] };
+  /** Blobs pushed through one server and read back through the next one (the shared S3 store). */
+  blobs: { pushed: number; readElsewhere: number; problems: string[] };
   /** The checks that failed (empty: passed). */
   failed: string[];
 }
@@ -98,6 +100,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
     failover: {},
     restarts: [],
     events: { expected: 0, received: 0, duplicates: 0, missing: 0, mutations: 0, byServer: Array.from({ length: n }, () => 0) },
+    blobs: { pushed: 0, readElsewhere: 0, problems: [] },
     failed: [],
   };
 
@@ -188,7 +191,9 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
       return await fn();
     } catch (err) {
       const e = ConnectError.from(err);
-      if (e.code === Code.Unavailable) throw new Retryable(e.message);
+      // UNAVAILABLE, and an HTTP/2 stream refused (REFUSED_STREAM: not processed, RFC 9113 section 8.7; gRPC's
+      // HTTP/2 mapping makes it UNAVAILABLE, Connect reports it INTERNAL): a closing server's, retried.
+      if (e.code === Code.Unavailable || /NGHTTP2_REFUSED_STREAM/.test(e.rawMessage)) throw new Retryable(e.message);
       throw new Error(`${Code[e.code]}: ${e.rawMessage}`);
     }
   };
@@ -424,6 +429,26 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
     }
     report.replicaReads = reads;
   }
+  // The registry's blobs: one pushed through each server is read through the next (the shared S3 store).
+  const { org, token } = clients[0]!;
+  for (let i = 0; i < n; i++) {
+    const blob = randomBytes(64 * 1024);
+    const digest = `sha256:${createHash("sha256").update(blob).digest("hex")}`;
+    const name = `${org}/blobs-${runId}`;
+    const auth = { authorization: `Bearer ${token}` };
+    const put = await fetch(`${serverUrl(state, i)}/v2/${name}/blobs/uploads/?digest=${digest}`, { method: "POST", headers: { ...auth, "content-type": "application/octet-stream" }, body: blob });
+    if (put.status !== 201) {
+      report.blobs.problems.push(`push through server ${i + 1}: ${put.status} ${(await put.text()).slice(0, 200)}`);
+      continue;
+    }
+    report.blobs.pushed++;
+    const other = (i + 1) % n;
+    const got = await fetch(`${serverUrl(state, other)}/v2/${name}/blobs/${digest}`, { headers: auth });
+    const body = Buffer.from(await got.arrayBuffer());
+    if (got.status === 200 && body.equals(blob)) report.blobs.readElsewhere++;
+    else report.blobs.problems.push(`blob pushed through server ${i + 1}, read through server ${other + 1}: ${got.status}, ${body.length} bytes`);
+  }
+
   await sink.close();
   await direct.close();
 
@@ -438,6 +463,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
   if (report.events.missing > 0) failed.push(`${report.events.missing} event(s) never delivered`);
   if (report.events.expected < report.events.mutations) failed.push(`${report.events.expected} deliveries recorded for ${report.events.mutations} writes`);
   if (report.replicaReads && report.replicaReads.replica === 0) failed.push("the replica served no read");
+  if (report.blobs.problems.length > 0) failed.push(`shared blobs: ${report.blobs.problems.join("; ")}`);
   return report;
 }
 
@@ -462,6 +488,7 @@ export function printReport(r: Report, out: (line: string) => void): void {
     ...r.restarts.map((x): [string, string] => [`server ${x.server} restart (exit / healthy)`, `${x.exitMs} ms / ${x.healthyMs} ms`]),
     ["events delivered", `${r.events.received} of ${r.events.expected} (${r.events.duplicates} duplicates, ${r.events.missing} missing; ${r.events.mutations} writes)`],
     ["events delivered per server (sampled metrics)", r.events.byServer.join(", ")],
+    ["blobs pushed through one server, read through another", `${r.blobs.readElsewhere} of ${r.blobs.pushed} (S3 store shared by the servers)`],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   out("");
