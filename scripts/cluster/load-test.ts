@@ -179,7 +179,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
           await sleep(100 * (tries + 1));
           continue;
         }
-        failure(`${label}: ${err instanceof Error ? err.message : String(err)}`);
+        failure(`${label}: ${err instanceof Error ? err.message : String(err)} [at ${((Date.now() - loadStart) / 1000).toFixed(1)} s, ${phase}]`);
         return undefined;
       }
     }
@@ -227,7 +227,15 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
   // The load: each client creates repos, changes their description, and reads them back, through the frontend
   // and (for the cross-server check) straight at one server and then another.
   const deadline = Date.now() + opts.seconds * 1_000;
+  const loadStart = Date.now();
   let disruptionsDone = false;
+  /** What the disruptions are doing, for the violations' messages. */
+  let phase = "steady";
+  const violation = (what: string) => {
+    const line = `${what} [at ${((Date.now() - loadStart) / 1000).toFixed(1)} s, ${phase}]`;
+    if (report.ryw.violations.length < 200) report.ryw.violations.push(line);
+    else report.ryw.violations.length++;
+  };
   const loads = clients.map(async ({ c, org, token }) => {
     const repos: { uid: string; description: string }[] = [];
     let step = 0;
@@ -287,7 +295,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         report.ryw.checks++;
         const seen = new Set(page);
         const lost = repos.filter((x) => !seen.has(x.uid));
-        if (lost.length > 0) report.ryw.violations.push(`ListRepos of ${org} lacks ${lost.length} repo(s) the client made, first ${lost[0]!.uid}`);
+        if (lost.length > 0) violation(`ListRepos of ${org} lacks ${lost.length} repo(s) the client made, first ${lost[0]!.uid}`);
       }
     }
 
@@ -309,12 +317,12 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
       report.requests.reads++;
       if (got === undefined) {
         if (report.failures.at(-1)?.includes("NOT_FOUND") || report.failures.at(-1)?.includes("404")) {
-          report.ryw.violations.push(`GetRepo ${repo.uid} right after its creation: not found`);
+          violation(`GetRepo ${repo.uid}: not found after the client made it`);
         }
         return;
       }
       report.ryw.checks++;
-      if (got !== repo.description) report.ryw.violations.push(`GetRepo ${repo.uid}: description ${JSON.stringify(got)}, written ${JSON.stringify(repo.description)}`);
+      if (got !== repo.description) violation(`GetRepo ${repo.uid}: description ${JSON.stringify(got)}, written ${JSON.stringify(repo.description)}`);
     }
   });
 
@@ -325,6 +333,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
       for (let i = 0; i < n; i++) {
         servers.delete(i);
         const t0 = Date.now();
+        phase = `server ${i + 1} restarting`;
         say(`server ${i + 1}: SIGTERM`);
         await stopServer(state, i);
         const exitMs = Date.now() - t0;
@@ -333,6 +342,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         report.restarts.push({ server: i + 1, exitMs, healthyMs: Date.now() - t0 });
         say(`server ${i + 1}: exited after ${exitMs} ms, healthy again after ${Date.now() - t0} ms`);
       }
+      phase = "steady";
       await sleep(2_000);
 
       const replica = replicaInstance(state);
@@ -349,6 +359,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         return undefined;
       };
       say("replica: stop");
+      phase = "replica stopped";
       const t1 = Date.now();
       await replica.stop();
       if (reportsReplica) {
@@ -359,6 +370,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
       await sleep(3_000);
       say("replica: start");
       await replica.start();
+      phase = "replica started";
       const t2 = Date.now();
       if (reportsReplica) {
         const before = await replicaReadsNow();
@@ -370,6 +382,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
       const rsql = postgres(replicaUrl(state), { max: 1, onnotice: () => {} });
       try {
         await rsql`select pg_wal_replay_pause()`;
+        phase = "replay paused";
         const t3 = Date.now();
         if (reportsReplica) {
           const out = await waitUntil(() => allReport((m) => m.up === 0 || (m.lag ?? 0) > 2), 20_000);
@@ -378,6 +391,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         } else await sleep(4_000);
         say("replica: resume replay");
         await rsql`select pg_wal_replay_resume()`;
+        phase = "replay resumed";
         const t4 = Date.now();
         if (reportsReplica) {
           const before = await replicaReadsNow();
@@ -388,6 +402,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         await rsql.end({ timeout: 1 });
       }
     } finally {
+      phase = "after the disruptions";
       disruptionsDone = true;
     }
   })();
