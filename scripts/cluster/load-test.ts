@@ -477,6 +477,8 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
   if (report.events.duplicates > 0) failed.push(`${report.events.duplicates} event(s) delivered more than once`);
   if (report.events.missing > 0) failed.push(`${report.events.missing} event(s) never delivered`);
   if (report.events.expected < report.events.mutations) failed.push(`${report.events.expected} deliveries recorded for ${report.events.mutations} writes`);
+  // Every server took part in delivering (counted from samples, so only where there were enough events).
+  if (report.events.expected >= 30 * n && report.events.byServer.some((k) => k === 0)) failed.push(`a server delivered no event (${report.events.byServer.join(", ")})`);
   if (report.replicaReads && report.replicaReads.replica === 0) failed.push("the replica served no read");
   if (report.blobs.problems.length > 0) failed.push(`shared blobs: ${report.blobs.problems.join("; ")}`);
   return report;

@@ -47,13 +47,15 @@ describe("the Prometheus figures the cluster test reads", () => {
 });
 
 describe.skipIf(unavailable !== undefined)("the cluster on one machine under load and disruption", () => {
-  const dir = mkdtempSync(join(tmpdir(), "apiserver-cluster-"));
+  let dir: string | undefined;
   afterAll(async () => {
+    if (!dir) return;
     await down(dir, () => {});
     expect(existsSync(dir)).toBe(false);
   }, 120_000);
 
   it("serves every request, breaks no read-your-writes, and delivers each event once", async () => {
+    dir = mkdtempSync(join(tmpdir(), "apiserver-cluster-"));
     const p = await freePorts(12);
     const ports: ClusterPorts = { primary: p[0]!, replica: p[1]!, pgbouncer: p[2]!, haproxy: p[3]!, haproxyStats: p[4]!, s3: p[5]!, servers: p.slice(6, 9), metrics: p.slice(9, 12) };
     const lines: string[] = [];
