@@ -55,6 +55,16 @@ export interface Report {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A repo a client made, with what it last wrote to it, when and through what. */
+interface Repo {
+  uid: string;
+  description: string;
+  writtenAt: number;
+  writtenVia: string;
+}
+
+const written = (repo: Repo) => `written through ${repo.writtenVia} ${Date.now() - repo.writtenAt} ms before`;
+
 /** A call that may be retried: UNAVAILABLE (gRPC), 503 (REST), or a connection refused or lost before an answer. */
 class Retryable extends Error {}
 
@@ -237,7 +247,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
     else report.ryw.violations.length++;
   };
   const loads = clients.map(async ({ c, org, token }) => {
-    const repos: { uid: string; description: string }[] = [];
+    const repos: Repo[] = [];
     let step = 0;
     const frontend = frontendUrl(state);
     while (Date.now() < deadline || !disruptionsDone) {
@@ -263,7 +273,7 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         report.requests.writes++;
         if (!made) continue;
         report.events.mutations++;
-        repos.push({ uid: made, description: "v0" });
+        repos.push({ uid: made, description: "v0", writtenAt: Date.now(), writtenVia: `the frontend over ${viaGrpc ? "gRPC" : "REST"}` });
         await readBack(repos.at(-1)!, !viaGrpc, frontend, undefined);
       } else if (r < 0.35) {
         // Read-your-writes across servers: change the description through one server, read through another.
@@ -281,6 +291,8 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
         if (!done) continue;
         report.events.mutations++;
         repo.description = description;
+        repo.writtenAt = Date.now();
+        repo.writtenVia = `server ${writer! + 1} over ${viaGrpc ? "gRPC" : "REST"}`;
         await readBack(repo, !viaGrpc, undefined, writer);
       } else if (r < 0.7) {
         await readBack(repos[Math.floor(Math.random() * repos.length)]!, viaGrpc, frontend, undefined);
@@ -300,13 +312,15 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
     }
 
     /** Reads `repo` (through `base`, or straight at a server other than `notServer`) and checks it is as written. */
-    async function readBack(repo: { uid: string; description: string }, grpc: boolean, base: string | undefined, notServer: number | undefined): Promise<void> {
+    async function readBack(repo: Repo, grpc: boolean, base: string | undefined, notServer: number | undefined): Promise<void> {
+      let via = `the frontend over ${grpc ? "gRPC" : "REST"}`;
       const got = await attempt("GetRepo", async () => {
         let target = base;
         let client = grpcFrontend;
         if (!target) {
           const reader = pick(notServer);
           if (reader === undefined) throw new Retryable("no other server up");
+          via = `server ${reader + 1} over ${grpc ? "gRPC" : "REST"}`;
           target = serverUrl(state, reader);
           client = grpcServer[reader]!;
           report.ryw.crossServer++;
@@ -316,13 +330,13 @@ export async function runClusterTest(state: ClusterState, opts: TestOptions): Pr
       });
       report.requests.reads++;
       if (got === undefined) {
-        if (report.failures.at(-1)?.includes("NOT_FOUND") || report.failures.at(-1)?.includes("404")) {
-          violation(`GetRepo ${repo.uid}: not found after the client made it`);
+        if (/NOT_FOUND|NotFound|: 404 /.test(report.failures.at(-1) ?? "")) {
+          violation(`GetRepo ${repo.uid}: not found after the client made it (${written(repo)}; read through ${via})`);
         }
         return;
       }
       report.ryw.checks++;
-      if (got !== repo.description) violation(`GetRepo ${repo.uid}: description ${JSON.stringify(got)}, written ${JSON.stringify(repo.description)}`);
+      if (got !== repo.description) violation(`GetRepo ${repo.uid}: description ${JSON.stringify(got)}, written ${JSON.stringify(repo.description)} (${written(repo)}; read through ${via})`);
     }
   });
 
@@ -512,6 +526,12 @@ export function printReport(r: Report, out: (line: string) => void): void {
   for (const [k, v] of rows) out(`${k.padEnd(width)}  ${v}`);
   for (const f of r.failures.slice(0, 10)) out(`  failure: ${f}`);
   for (const v of r.ryw.violations.slice(0, 10)) out(`  read-your-writes: ${v}`);
+  const byPhase = new Map<string, number>();
+  for (const v of r.ryw.violations) {
+    const phase = /, ([^,\]]+)\]$/.exec(v)?.[1] ?? "?";
+    byPhase.set(phase, (byPhase.get(phase) ?? 0) + 1);
+  }
+  if (byPhase.size > 0) out(`  read-your-writes violations by phase: ${[...byPhase].map(([p, k]) => `${p} ${k}`).join(", ")}`);
   out("");
   out(r.failed.length === 0 ? "PASS" : `FAIL: ${r.failed.join("; ")}`);
 }
