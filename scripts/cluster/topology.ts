@@ -4,6 +4,7 @@
 // What `up` starts is recorded in <dir>/cluster.json, so `down` (from any process) stops every process it
 // started and removes the directory; a later `test` attaches to a running cluster through the same record.
 import { spawn } from "node:child_process";
+import { createServer } from "node:net";
 import { chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -320,6 +321,22 @@ function haproxyConfig(state: ClusterState): string {
   ].join("\n");
 }
 
+/** The ports of `ports` that something on 127.0.0.1 already listens on. */
+async function takenPorts(ports: ClusterPorts): Promise<number[]> {
+  const all = [ports.primary, ports.replica, ports.pgbouncer, ports.haproxy, ports.haproxyStats, ports.s3, ...ports.servers, ...ports.metrics];
+  const taken = await Promise.all(
+    all.map(
+      (port) =>
+        new Promise<boolean>((resolve) => {
+          const probe = createServer();
+          probe.once("error", () => resolve(true));
+          probe.listen({ port, host: "127.0.0.1", exclusive: true }, () => probe.close(() => resolve(false)));
+        }),
+    ),
+  );
+  return all.filter((_, i) => taken[i]);
+}
+
 /** Brings the whole topology up under `dir`, and returns its record. */
 export async function up(opts: UpOptions = {}): Promise<ClusterState> {
   const say = opts.say ?? ((l: string) => process.stdout.write(l + "\n"));
@@ -334,6 +351,8 @@ export async function up(opts: UpOptions = {}): Promise<ClusterState> {
   mkdirSync(dir, { recursive: true, mode: 0o755 });
   ownByPostgres(dir);
   const ports = opts.ports ?? DEFAULT_PORTS;
+  const taken = await takenPorts(ports);
+  if (taken.length > 0) throw new Error(`port${taken.length > 1 ? "s" : ""} ${taken.join(", ")} of 127.0.0.1 already in use (another cluster, or another program): stop it, or run the cluster elsewhere`);
   const state: ClusterState = {
     dir,
     ports,
