@@ -348,11 +348,11 @@ export async function up(opts: UpOptions = {}): Promise<ClusterState> {
     throw new Error(`a cluster already runs under ${dir} (npm run cluster -- status; npm run cluster -- down)`);
   }
   if (existsSync(dir)) await down(dir, () => {});
-  mkdirSync(dir, { recursive: true, mode: 0o755 });
-  ownByPostgres(dir);
   const ports = opts.ports ?? DEFAULT_PORTS;
   const taken = await takenPorts(ports);
   if (taken.length > 0) throw new Error(`port${taken.length > 1 ? "s" : ""} ${taken.join(", ")} of 127.0.0.1 already in use (another cluster, or another program): stop it, or run the cluster elsewhere`);
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  ownByPostgres(dir);
   const state: ClusterState = {
     dir,
     ports,
