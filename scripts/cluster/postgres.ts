@@ -87,7 +87,8 @@ export interface InstanceOptions {
   settings?: Record<string, string | number>;
 }
 
-function instance(role: PgInstance["role"], dataDir: string, port: number): PgInstance {
+/** An instance made before (by this process or another): its data directory and port. */
+export function instance(role: PgInstance["role"], dataDir: string, port: number): PgInstance {
   const logFile = join(dataDir, "..", `${role}-${port}.log`);
   return {
     role,
