@@ -605,7 +605,6 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     await blobs.startUpload(id);
     await blobs.append(id, 0, Readable.from([bytes]));
     await blobs.commit(id, digest);
-    manifestCache.set(digest, bytes);
     const tag = byDigest ? undefined : reference;
     await db.transaction(async (tx) => {
       const s = createOciStore(tx);
@@ -625,6 +624,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       "docker-content-digest": digest,
       ...(subject ? { "oci-subject": subject.digest } : {}),
     });
+    manifestCache.set(digest, bytes);
   }
 
   async function deleteManifest(res: Res, target: RepositoryTarget, reference: string) {

@@ -4,10 +4,10 @@
 import { and, asc, eq, getTableColumns, gt, inArray, isNull, or, sql } from "drizzle-orm";
 import { Audience } from "../../../gen/apiserver/options/v1/options_pb.js";
 import { groups, manifests, outboxEvents, repoBlobs, repos, tags, type ManifestRow } from "../../db/schema/index.js";
-import { hotStatement } from "../../kernel/prepared-rows.js";
 import type { Executor } from "../../kernel/store.js";
 import { tagKindOf } from "../tag-kind.js";
 import { newChildUid } from "../../kernel/uidp.js";
+import { hotStatement } from "../../kernel/prepared-rows.js";
 import { splitName } from "./names.js";
 
 export interface ResolvedName {
