@@ -5,7 +5,7 @@
 //   - push and pull of --images small images (default 1,000: one layer of 4 KiB each, all tags of one repo),
 //     `skopeo sync` from and to a tree of dir-format images (one skopeo process for all of them);
 //   - memory in the blob size: the peak RSS of each server while one single-layer image of mb/10, mb and 5 mb
-//     MB is pushed and then pulled.
+//     MB (or the sizes --memory-mb names) is pushed and then pulled.
 // Rounds are interleaved (each operation on both servers, which goes first alternating by round), each
 // round into new repos; medians over --rounds (default 3). Per operation: MB/s (bytes of blobs and
 // manifests over wall time), each server's CPU per MB from /proc/<pid>/stat (for this server, its PostgreSQL
@@ -33,6 +33,8 @@ export interface OciBenchOptions {
   rounds: number;
   /** Size of the multi-layer image, in MB; the memory curve pushes mb/10, mb and 5 mb. */
   mb: number;
+  /** The single layers of the memory curve, in MB (default mb/10, mb and 5 mb). */
+  memoryMb?: number[];
   /** Small images pushed and pulled per round. */
   images: number;
   /** Runs this server under `node --cpu-prof` and prints where its main thread spent each operation. */
@@ -109,7 +111,7 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     const layoutDir = join(work, "layout");
     const layout = ociLayout(layoutDir, "bench-oci", { gzipLevel: 0 });
     const big = await layout.addImage("big", { architecture: "amd64", layers: LAYER_SHARES.map((s) => Math.round(s * opts.mb * MB)) });
-    const memorySizes = [opts.mb / 10, opts.mb, opts.mb * 5];
+    const memorySizes = opts.memoryMb ?? [opts.mb / 10, opts.mb, opts.mb * 5];
     const single: BuiltImage[] = [];
     for (const size of memorySizes) single.push(await layout.addImage(`single-${size}`, { architecture: "amd64", layers: [Math.round(size * MB)] }));
     const tree = join(work, "small");

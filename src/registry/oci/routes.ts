@@ -21,10 +21,12 @@ import { constants as http2constants } from "node:http2";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { create } from "@bufbuild/protobuf";
+import { sql } from "drizzle-orm";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { Counter, type Registry } from "prom-client";
 import { CreateRepoRequestSchema, ReposService } from "../../../gen/chainguard/platform/registry/v2/repos_pb.js";
 import type { Db } from "../../db/client.js";
+import type { ManifestRow } from "../../db/schema/index.js";
 import { accessKey, type Access } from "../../kernel/auth/principal.js";
 import { registry as descriptorRegistry } from "../../kernel/descriptors.js";
 import { BodyTooLargeError, readBody } from "../../kernel/http-body.js";
@@ -39,8 +41,9 @@ import { toRepo } from "../repos.mapper.js";
 import { createRepoStore } from "../repos.store.js";
 import type { RegistryAuth } from "./auth.js";
 import { UploadOffsetError, type AccessDecision, type BlobStore, type RegistryAction, type RepositoryTarget } from "./contracts.js";
+import { ManifestContentCache } from "./manifest-cache.js";
 import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, splitName, type V2Path } from "./names.js";
-import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, type ManifestPut, type RegistryEventBody } from "./store.js";
+import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, type ManifestPut, type RegistryEventBody, type ResolvedWith } from "./store.js";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
@@ -170,6 +173,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   const { blobs, auth, db } = deps;
   const store = createOciStore(db);
   const hashes = new RunningHashes();
+  const manifestCache = new ManifestContentCache();
   let counters: Counters | undefined;
 
   const send = (res: Res, status: number, headers: Record<string, string | number>, body?: string | Buffer) => {
@@ -203,10 +207,23 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
 
   const groupOfRepo = (repoUid: string) => repoUid.slice(0, repoUid.lastIndexOf("/"));
 
+  /**
+   * Records a pull's event before the pull is answered. A pull changes nothing, and its event is best effort
+   * already (one not recorded is logged, the pull still answered), so its transaction commits without waiting
+   * for PostgreSQL to flush its log to disk (synchronous_commit off, for that transaction alone): the row is
+   * visible at once like any committed row, and only a crash of PostgreSQL in the moment after could lose it.
+   * Waiting for that flush was most of the time of a small image's pull (bench/LOG.md).
+   */
   async function recordPull(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, body: Pick<RegistryEventBody, "digest" | "type" | "tag">) {
     counters?.pulls.inc({ type: body.type });
-    await store
-      .recordEvent(PULL_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), method: req.method ?? "GET", ...body })
+    const event: RegistryEventBody = { ...eventBase(req, target, repoUid), method: req.method ?? "GET", ...body };
+    await db
+      .transaction(async (tx) => {
+        await Promise.all([
+          tx.execute(sql`set local synchronous_commit = off`),
+          createOciStore(tx).recordEvent(PULL_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", event),
+        ]);
+      })
       .catch((err: unknown) => log.warn("registry: pull event not recorded", { repo: repoUid, err }));
   }
 
@@ -293,39 +310,57 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   // ---------------------------------------------------------------------------------------------------
   // Blobs
 
-  async function getBlob(req: Req, res: Res, target: RepositoryTarget, digest: string, actor: string | undefined) {
+  /** `linked`: the blob's link as read with the name (null: not linked); undefined: not read yet. */
+  async function getBlob(req: Req, res: Res, target: RepositoryTarget, digest: string, actor: string | undefined, linked: number | null | undefined) {
     if (!isSupportedDigest(digest)) throw malformedDigest(digest);
     const repoUid = target.repoUid!;
-    if ((await store.linkedBlob(repoUid, digest)) === undefined) throw blobUnknown(digest);
-    const stat = await blobs.stat(digest);
-    if (!stat) throw blobUnknown(digest);
+    const size = linked === undefined ? await store.linkedBlob(repoUid, digest) : (linked ?? undefined);
+    if (size === undefined) throw blobUnknown(digest);
     const headers: Record<string, string | number> = {
       "content-type": "application/octet-stream",
       "docker-content-digest": digest,
       "accept-ranges": "bytes",
       etag: `"${digest}"`,
     };
-    const range = req.method === "GET" ? rangeOf(req.headers.range, stat.size) : undefined;
+    if (req.method === "HEAD") {
+      const stat = await blobs.stat(digest);
+      if (!stat) throw blobUnknown(digest);
+      return send(res, 200, { ...headers, "content-length": stat.size });
+    }
+    // A GET opens the blob at once (the link's size is the blob's: both are the verified upload's); only
+    // when that fails is the store asked whether the blob is there at all.
+    const range = rangeOf(req.headers.range, size);
     if (range === null) {
-      throw new OciError(416, "BLOB_UNKNOWN", "the range asked lies outside the blob", { digest }, { "content-range": `bytes */${stat.size}` });
+      throw new OciError(416, "BLOB_UNKNOWN", "the range asked lies outside the blob", { digest }, { "content-range": `bytes */${size}` });
     }
-    if (req.method === "HEAD") return send(res, 200, { ...headers, "content-length": stat.size });
-    const stream = await blobs.read(digest, range);
+    let stream: Readable;
+    try {
+      stream = await blobs.read(digest, range);
+    } catch (err) {
+      if (!(await blobs.stat(digest))) throw blobUnknown(digest);
+      throw err;
+    }
     if (range) {
-      (res as http.ServerResponse).writeHead(206, { ...headers, "content-length": range.end - range.start + 1, "content-range": `bytes ${range.start}-${range.end}/${stat.size}` });
+      (res as http.ServerResponse).writeHead(206, { ...headers, "content-length": range.end - range.start + 1, "content-range": `bytes ${range.start}-${range.end}/${size}` });
     } else {
-      (res as http.ServerResponse).writeHead(200, { ...headers, "content-length": stat.size });
+      (res as http.ServerResponse).writeHead(200, { ...headers, "content-length": size });
     }
-    await recordPull(req, target, repoUid, actor, { digest, type: "blob" });
+    // The pull's event is recorded while the blob is sent (a small blob's answer would wait for it otherwise);
+    // the request ends when both are done.
+    const recorded = recordPull(req, target, repoUid, actor, { digest, type: "blob" });
     let sent = 0;
-    await pipeline(
-      stream,
-      hashing(undefined, (n) => {
-        sent += n;
-        counters?.bytesOut.inc(n);
-      }),
-      res as http.ServerResponse,
-    );
+    try {
+      await pipeline(
+        stream,
+        hashing(undefined, (n) => {
+          sent += n;
+          counters?.bytesOut.inc(n);
+        }),
+        res as http.ServerResponse,
+      );
+    } finally {
+      await recorded;
+    }
     return sent;
   }
 
@@ -473,28 +508,37 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     return Buffer.concat(chunks);
   }
 
-  /** The manifest a reference names in the repo: its row and digest, or MANIFEST_UNKNOWN. */
-  async function manifestOf(repoUid: string, reference: string) {
-    const digest = isTag(reference) ? await store.tagDigest(repoUid, reference) : isSupportedDigest(reference) ? reference : undefined;
-    const row = digest ? await store.manifest(repoUid, digest) : undefined;
-    if (!row || !digest) throw manifestUnknown(reference);
-    return { row, digest };
+  /** A stored manifest's content (remembered by digest), or undefined when the store has none. */
+  async function manifestContent(digest: string): Promise<Buffer | undefined> {
+    const known = manifestCache.get(digest);
+    if (known) return known;
+    if (!(await blobs.stat(digest))) return undefined;
+    const bytes = await readSmallBlob(digest);
+    manifestCache.set(digest, bytes);
+    return bytes;
   }
 
-  async function getManifest(req: Req, res: Res, target: RepositoryTarget, reference: string, actor: string | undefined) {
+  /** The manifest a reference names in the repo: its row and digest, or MANIFEST_UNKNOWN. */
+  async function manifestOf(repoUid: string, reference: string, known: ManifestRow | null | undefined) {
+    const row = known !== undefined ? (known ?? undefined) : isTag(reference) ? await store.taggedManifest(repoUid, reference) : isSupportedDigest(reference) ? await store.manifest(repoUid, reference) : undefined;
+    if (!row) throw manifestUnknown(reference);
+    return { row, digest: row.digest };
+  }
+
+  /** `known`: the manifest as read with the name (null: none); undefined: not read yet. */
+  async function getManifest(req: Req, res: Res, target: RepositoryTarget, reference: string, actor: string | undefined, known: ManifestRow | null | undefined) {
     const repoUid = target.repoUid!;
-    const { row, digest } = await manifestOf(repoUid, reference);
+    const { row, digest } = await manifestOf(repoUid, reference, known);
     const accepted = acceptedTypes(req.headers.accept);
     if (accepted.length > 0 && !accepted.includes("*/*") && !accepted.includes(row.mediaType)) {
       throw new OciError(404, "MANIFEST_UNKNOWN", `manifest ${reference} is a ${row.mediaType}, a media type the request's Accept header does not list`, { reference, mediaType: row.mediaType });
     }
     // Manifests imported from an OCI layout have rows but no stored content.
-    const stat = await blobs.stat(digest);
-    if (!stat) throw manifestUnknown(reference);
-    const headers = { "content-type": row.mediaType, "docker-content-digest": digest, etag: `"${digest}"` };
+    const bytes = await manifestContent(digest);
+    if (!bytes) throw manifestUnknown(reference);
     await recordPull(req, target, repoUid, actor, { digest, type: "manifest", ...(isTag(reference) ? { tag: reference } : {}) });
-    if (req.method === "HEAD") return send(res, 200, { ...headers, "content-length": stat.size });
-    const bytes = await readSmallBlob(digest);
+    const headers = { "content-type": row.mediaType, "docker-content-digest": digest, etag: `"${digest}"` };
+    if (req.method === "HEAD") return send(res, 200, { ...headers, "content-length": bytes.length });
     counters?.bytesOut.inc(bytes.length);
     send(res, 200, headers, bytes);
   }
@@ -610,6 +654,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       "docker-content-digest": digest,
       ...(subject ? { "oci-subject": subject.digest } : {}),
     });
+    manifestCache.set(digest, bytes);
   }
 
   async function deleteManifest(res: Res, target: RepositoryTarget, reference: string, actor: string | undefined) {
@@ -706,7 +751,19 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     if (!isValidName(p.name)) throw new OciError(400, "NAME_INVALID", `invalid repository name ${JSON.stringify(p.name.slice(0, 300))}: "<organization>/<repo>", lowercase letters, digits and . _ - separators`, { name: p.name.slice(0, 300) });
     const actions = actionsOf(p, method);
     if (!actions) throw new OciError(405, "UNSUPPORTED", `${method} is not allowed here`, null, { allow: "GET, HEAD" });
-    const resolved = await store.resolve(p.name);
+    // A pull's next read (the blob's link, the manifest) comes with the name's resolution, in one round trip;
+    // it is looked at only once the caller is authorized.
+    const read = method === "GET" || method === "HEAD";
+    const ref = p.kind === "blob" ? decode(p.digest) : p.kind === "manifest" ? decode(p.reference) : "";
+    const resolved: ResolvedWith = !read
+      ? await store.resolve(p.name)
+      : p.kind === "blob" && isSupportedDigest(ref)
+        ? await store.resolveWith(p.name, { blob: ref })
+        : p.kind === "manifest" && isTag(ref)
+          ? await store.resolveWith(p.name, { tag: ref })
+          : p.kind === "manifest" && isSupportedDigest(ref)
+            ? await store.resolveWith(p.name, { digest: ref })
+            : await store.resolve(p.name);
     const target: RepositoryTarget = { name: p.name, groupUid: resolved.groupUid ?? "", ...(resolved.repo ? { repoUid: resolved.repo.uid, public: resolved.repo.public } : {}) };
     const decision = await auth.authorize(req, target, actions);
     if (!decision.ok) throw refusal(decision);
@@ -721,12 +778,12 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         const reference = decode(p.reference);
         if (method === "PUT") return putManifest(req, res, target, decision, resolved.repoName, reference);
         if (method === "DELETE") return deleteManifest(res, target, reference, subject);
-        return getManifest(req, res, target, reference, subject);
+        return getManifest(req, res, target, reference, subject, resolved.manifest);
       }
       case "blob": {
         const digest = decode(p.digest);
         if (method === "DELETE") return deleteBlob(res, target, digest);
-        const sent = await getBlob(req, res, target, digest, subject);
+        const sent = await getBlob(req, res, target, digest, subject, resolved.blobSize);
         if (typeof sent === "number") record.bytesOut = sent;
         return;
       }

@@ -1,7 +1,7 @@
 // The registry data plane's rows: which repo a /v2/ name is, the blobs linked to a repo (repo_blobs), the
 // manifests and tags pushed (the same rows the OCI layout import writes, so ListTags, GetTag, GetSize and
 // GetArchitectures show a push at once), the referrers of a manifest, and the push and pull events.
-import { and, asc, eq, gt, inArray, isNull, or, sql } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, gt, inArray, isNull, or, sql } from "drizzle-orm";
 import { Audience } from "../../../gen/apiserver/options/v1/options_pb.js";
 import { groups, manifests, repoBlobs, repos, tags, type ManifestRow } from "../../db/schema/index.js";
 import type { OutboxEvent } from "../../kernel/outbox.js";
@@ -9,6 +9,7 @@ import { recordEvents } from "../../kernel/unit-of-work.js";
 import type { Executor } from "../../kernel/store.js";
 import { tagKindOf } from "../tag-kind.js";
 import { newChildUid } from "../../kernel/uidp.js";
+import { hotStatement } from "../../kernel/prepared-rows.js";
 import { splitName } from "./names.js";
 
 export interface ResolvedName {
@@ -17,6 +18,16 @@ export interface ResolvedName {
   /** The repo's name within the organization. */
   repoName: string;
   repo: { uid: string; public: boolean } | undefined;
+}
+
+/**
+ * A name's resolution with what a pull request reads next, fetched in the same statement: the size of the blob
+ * linked to the repo (null: not linked), or the manifest a tag or digest names in it (null: none). Read only
+ * once the caller is authorized: what the repo holds is not the caller's to know before.
+ */
+export interface ResolvedWith extends ResolvedName {
+  blobSize?: number | null;
+  manifest?: ManifestRow | null;
 }
 
 /** A manifest as a push records it. */
@@ -75,32 +86,144 @@ export function civilDateTime(d: Date): string {
 }
 
 export function createOciStore(db: Executor) {
+  // The statements every /v2/ request runs (a name's resolution, a blob's link, a manifest by tag or
+  // digest), prepared on first use and run as named statements (kernel/prepared-rows.ts): a small pull or
+  // push is a dozen requests of a few point reads each, where building each query and having PostgreSQL
+  // parse and plan it again was much of the request's cost.
+  let resolveStatement: ReturnType<typeof prepareResolve> | undefined;
+  let linkedBlobStatement: ReturnType<typeof prepareLinkedBlob> | undefined;
+  let manifestStatement: ReturnType<typeof prepareManifest> | undefined;
+  let taggedManifestStatement: ReturnType<typeof prepareTaggedManifest> | undefined;
+  let resolveBlobStatement: ReturnType<typeof prepareResolveBlob> | undefined;
+  let resolveTaggedStatement: ReturnType<typeof prepareResolveTagged> | undefined;
+  let resolveDigestStatement: ReturnType<typeof prepareResolveDigest> | undefined;
+
+  /** The organizations the name's first segment names (by uid or by name): at most 3 are read. */
+  const organizationIs = () =>
+    and(isNull(groups.parentUid), or(eq(groups.uid, sql.placeholder("organization")), eq(groups.name, sql.placeholder("organization"))));
+  const repoIn = () => and(eq(repos.groupUid, groups.uid), eq(repos.name, sql.placeholder("repoName")));
+  const named = { groupUid: groups.uid, repoUid: repos.uid, public: repos.public };
+
+  function prepareResolve() {
+    // Each organization the name's first segment names (by uid or by name) with the repo of that name in it:
+    // one row per organization (a repo's name is unique in its group).
+    return hotStatement(
+      db
+        .select({ groupUid: groups.uid, repoUid: repos.uid, public: repos.public })
+        .from(groups)
+        .leftJoin(repos, and(eq(repos.groupUid, groups.uid), eq(repos.name, sql.placeholder("repoName"))))
+        .where(organizationIs())
+        .limit(3)
+        .prepare("oci_resolve"),
+    );
+  }
+  function prepareResolveBlob() {
+    return hotStatement(
+      db
+        .select({ ...named, blobSize: repoBlobs.size })
+        .from(groups)
+        .leftJoin(repos, repoIn())
+        .leftJoin(repoBlobs, and(eq(repoBlobs.repoUid, repos.uid), eq(repoBlobs.digest, sql.placeholder("digest"))))
+        .where(organizationIs())
+        .limit(3)
+        .prepare("oci_resolve_blob"),
+    );
+  }
+  function prepareResolveTagged() {
+    return hotStatement(
+      db
+        .select({ ...named, manifest: getTableColumns(manifests) })
+        .from(groups)
+        .leftJoin(repos, repoIn())
+        .leftJoin(tags, and(eq(tags.repoUid, repos.uid), eq(tags.name, sql.placeholder("tag"))))
+        .leftJoin(manifests, and(eq(manifests.repoUid, repos.uid), eq(manifests.digest, tags.digest)))
+        .where(organizationIs())
+        .limit(3)
+        .prepare("oci_resolve_tagged"),
+    );
+  }
+  function prepareResolveDigest() {
+    return hotStatement(
+      db
+        .select({ ...named, manifest: getTableColumns(manifests) })
+        .from(groups)
+        .leftJoin(repos, repoIn())
+        .leftJoin(manifests, and(eq(manifests.repoUid, repos.uid), eq(manifests.digest, sql.placeholder("digest"))))
+        .where(organizationIs())
+        .limit(3)
+        .prepare("oci_resolve_digest"),
+    );
+  }
+  function prepareLinkedBlob() {
+    return hotStatement(
+      db
+        .select({ size: repoBlobs.size })
+        .from(repoBlobs)
+        .where(and(eq(repoBlobs.repoUid, sql.placeholder("repoUid")), eq(repoBlobs.digest, sql.placeholder("digest"))))
+        .prepare("oci_linked_blob"),
+    );
+  }
+  function prepareManifest() {
+    return hotStatement(
+      db
+        .select()
+        .from(manifests)
+        .where(and(eq(manifests.repoUid, sql.placeholder("repoUid")), eq(manifests.digest, sql.placeholder("digest"))))
+        .prepare("oci_manifest"),
+    );
+  }
+  function prepareTaggedManifest() {
+    return hotStatement(
+      db
+        .select({ manifest: getTableColumns(manifests) })
+        .from(tags)
+        .innerJoin(manifests, and(eq(manifests.repoUid, tags.repoUid), eq(manifests.digest, tags.digest)))
+        .where(and(eq(tags.repoUid, sql.placeholder("repoUid")), eq(tags.name, sql.placeholder("name"))))
+        .prepare("oci_tagged_manifest"),
+    );
+  }
+
   return {
     /** The organization and repo a name points at (none may exist). */
     async resolve(name: string): Promise<ResolvedName> {
       const { organization, repo: repoName } = splitName(name);
-      const orgs = await db
-        .select({ uid: groups.uid })
-        .from(groups)
-        .where(and(isNull(groups.parentUid), or(eq(groups.uid, organization), eq(groups.name, organization))))
-        .limit(3);
+      resolveStatement ??= prepareResolve();
+      const rows = await resolveStatement.execute({ organization, repoName });
       // By uid, or by a name no other organization has.
-      const byUid = orgs.find((o) => o.uid === organization);
-      const groupUid = byUid?.uid ?? (orgs.length === 1 ? orgs[0]!.uid : undefined);
-      if (!groupUid) return { groupUid: undefined, repoName, repo: undefined };
-      const [repo] = await db
-        .select({ uid: repos.uid, public: repos.public })
-        .from(repos)
-        .where(and(eq(repos.groupUid, groupUid), eq(repos.name, repoName)));
-      return { groupUid, repoName, repo };
+      const row = rows.find((o) => o.groupUid === organization) ?? (rows.length === 1 ? rows[0] : undefined);
+      if (!row) return { groupUid: undefined, repoName, repo: undefined };
+      return { groupUid: row.groupUid, repoName, repo: row.repoUid === null ? undefined : { uid: row.repoUid, public: row.public! } };
+    },
+
+    /**
+     * The name's resolution and, in the same round trip, the blob's link (`blob`: its digest) or the manifest
+     * (`tag`, or `digest`) that a pull reads next.
+     */
+    async resolveWith(name: string, ask: { blob: string } | { tag: string } | { digest: string }): Promise<ResolvedWith> {
+      const { organization, repo: repoName } = splitName(name);
+      const pick = <R extends { groupUid: string; repoUid: string | null; public: boolean | null }>(rows: R[]) =>
+        rows.find((o) => o.groupUid === organization) ?? (rows.length === 1 ? rows[0] : undefined);
+      const base = (row: { groupUid: string; repoUid: string | null; public: boolean | null } | undefined): ResolvedName =>
+        !row ? { groupUid: undefined, repoName, repo: undefined } : { groupUid: row.groupUid, repoName, repo: row.repoUid === null ? undefined : { uid: row.repoUid, public: row.public! } };
+      if ("blob" in ask) {
+        resolveBlobStatement ??= prepareResolveBlob();
+        const row = pick(await resolveBlobStatement.execute({ organization, repoName, digest: ask.blob }));
+        return { ...base(row), blobSize: row?.blobSize ?? null };
+      }
+      if ("tag" in ask) {
+        resolveTaggedStatement ??= prepareResolveTagged();
+        const row = pick(await resolveTaggedStatement.execute({ organization, repoName, tag: ask.tag }));
+        return { ...base(row), manifest: row?.manifest ?? null };
+      }
+      resolveDigestStatement ??= prepareResolveDigest();
+      const row = pick(await resolveDigestStatement.execute({ organization, repoName, digest: ask.digest }));
+      return { ...base(row), manifest: row?.manifest ?? null };
     },
 
     /** The size of a blob linked to the repo, or undefined. */
     async linkedBlob(repoUid: string, digest: string): Promise<number | undefined> {
-      const [row] = await db
-        .select({ size: repoBlobs.size })
-        .from(repoBlobs)
-        .where(and(eq(repoBlobs.repoUid, repoUid), eq(repoBlobs.digest, digest)));
+      linkedBlobStatement ??= prepareLinkedBlob();
+      const [row] = await linkedBlobStatement.execute({ repoUid, digest });
       return row?.size;
     },
 
@@ -130,11 +253,16 @@ export function createOciStore(db: Executor) {
     },
 
     async manifest(repoUid: string, digest: string): Promise<ManifestRow | undefined> {
-      const [row] = await db
-        .select()
-        .from(manifests)
-        .where(and(eq(manifests.repoUid, repoUid), eq(manifests.digest, digest)));
+      manifestStatement ??= prepareManifest();
+      const [row] = await manifestStatement.execute({ repoUid, digest });
       return row;
+    },
+
+    /** The manifest a tag of the repo points at, or undefined. */
+    async taggedManifest(repoUid: string, name: string): Promise<ManifestRow | undefined> {
+      taggedManifestStatement ??= prepareTaggedManifest();
+      const [row] = await taggedManifestStatement.execute({ repoUid, name });
+      return row?.manifest;
     },
 
     /** Which of `digests` are manifests of the repo. */
@@ -175,14 +303,6 @@ export function createOciStore(db: Executor) {
         .where(and(eq(manifests.repoUid, repoUid), eq(manifests.digest, digest)))
         .returning({ digest: manifests.digest });
       return gone.length > 0;
-    },
-
-    async tagDigest(repoUid: string, name: string): Promise<string | undefined> {
-      const [row] = await db
-        .select({ digest: tags.digest })
-        .from(tags)
-        .where(and(eq(tags.repoUid, repoUid), eq(tags.name, name)));
-      return row?.digest;
     },
 
     /** Points the tag at `digest` (created, or moved); the digest it pointed at before, if any. */
