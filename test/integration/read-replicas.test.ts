@@ -145,6 +145,34 @@ describe.skipIf(!!unavailable)("read replicas (PostgreSQL streaming replication)
     );
   });
 
+  it("keeps a writer on the primary while the replica has replayed a later transaction's commit but not the writer's", async () => {
+    // The writer's transaction W takes its xid first; a later transaction L commits, and the replica replays
+    // it; then replay pauses and W commits. On the replica W lies between the snapshot's xmin and xmax with no
+    // in-progress list printed (a standby keeps them apart): W has not ended there.
+    const onPrimary = postgres(primary.url("apiserver"), { max: 2, onnotice: () => {} });
+    try {
+      const identity = `writer-${Date.now()}`;
+      const reserved = await onPrimary.reserve();
+      await reserved`begin`;
+      await reserved`insert into read_positions (identity, xid, expire_time) values (${identity}, pg_current_xact_id()::text::bigint, now() + interval '1 minute')`;
+      const [later] = await onPrimary`select pg_current_xact_id()::text as xid, pg_current_wal_insert_lsn()::text as lsn`;
+      await until("the later commit on the replica", async () => (await onReplica`select pg_last_wal_replay_lsn() >= ${later!.lsn}::pg_lsn as replayed`)[0]!.replayed as boolean, (r) => r, DEADLINE_MS);
+      await onReplica`select pg_wal_replay_pause()`;
+      try {
+        await reserved`commit`;
+        reserved.release();
+        await new Promise((resolve) => setTimeout(resolve, 600)); // a few polls of the paused replica
+        const before = counts(a);
+        await (await readTarget(a.database.db, identity)).execute(sql`select 1`);
+        expect(counts(a)).toEqual({ primary: before.primary + 1, replica: before.replica });
+      } finally {
+        await onReplica`select pg_wal_replay_resume()`;
+      }
+    } finally {
+      await onPrimary.end({ timeout: 1 });
+    }
+  });
+
   it("answers from the primary while the replica is down, and uses the replica again once it is back", async () => {
     await replica.stop();
     try {
