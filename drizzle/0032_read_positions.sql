@@ -3,6 +3,7 @@ CREATE TABLE "read_positions" (
 	"xid" bigint NOT NULL,
 	"expire_time" timestamp (6) with time zone NOT NULL
 );
+--> statement-breakpoint
 -- Added by hand (drizzle-kit has no word for it): the positions are read on the primary only, so the table
 -- is not replicated and its rows, written with every write, cost no WAL.
 ALTER TABLE "read_positions" SET UNLOGGED;
