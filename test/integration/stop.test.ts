@@ -53,6 +53,36 @@ function connect(baseUrl: string): Promise<http2.ClientHttp2Session | undefined>
   });
 }
 
+/**
+ * Load on `server` until it has exited: `workers` HTTP/2 sessions, each sending ListGroups one after another
+ * and reconnecting when its session ends, until a new connection is refused. `signal.sent` marks the
+ * requests sent after the signal. Resolves with every request's outcome.
+ */
+function loadUntilExit(server: ServerProcess, workers: number, signal: { sent: boolean }): { outcomes: Outcome[]; done: Promise<void> } {
+  const path = "/chainguard.platform.iam.v2.GroupsService/ListGroups";
+  const signalled = () => signal.sent;
+  let exited = false;
+  void server.exited.then(() => (exited = true));
+  const outcomes: Outcome[] = [];
+  const worker = async () => {
+    for (;;) {
+      const session = await connect(server.baseUrl);
+      if (!session) {
+        if (exited) return;
+        await new Promise((r) => setTimeout(r, 10));
+        continue;
+      }
+      while (!session.closed && !session.destroyed) {
+        const out = await request(session, path, { pageSize: 50 }, server.token, signalled);
+        outcomes.push(out);
+        if (out.kind !== "answered") break;
+      }
+      session.destroy();
+    }
+  };
+  return { outcomes, done: Promise.all(Array.from({ length: workers }, worker)).then(() => {}) };
+}
+
 describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQL)", () => {
   let scratch: ScratchDatabase;
   const started: ServerProcess[] = [];
@@ -67,35 +97,12 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
   it("SIGTERM under load: every request answered or refused before it started, then exit 0", async () => {
     const server = await startServerProcess(scratch.url, { SHUTDOWN_GRACE_MS: "10000" });
     started.push(server);
-    const path = "/chainguard.platform.iam.v2.GroupsService/ListGroups";
     const signal = { sent: false };
-    const signalled = () => signal.sent;
-    let exited = false;
-    void server.exited.then(() => (exited = true));
-
-    const outcomes: Outcome[] = [];
-    const worker = async () => {
-      // Until the process is gone and a new connection is refused.
-      for (;;) {
-        const session = await connect(server.baseUrl);
-        if (!session) {
-          if (exited) return;
-          await new Promise((r) => setTimeout(r, 10));
-          continue;
-        }
-        while (!session.closed && !session.destroyed) {
-          const out = await request(session, path, { pageSize: 50 }, server.token, signalled);
-          outcomes.push(out);
-          if (out.kind !== "answered") break;
-        }
-        session.destroy();
-      }
-    };
-    const workers = Array.from({ length: 8 }, worker);
+    const { outcomes, done } = loadUntilExit(server, 8, signal);
     await new Promise((r) => setTimeout(r, 1_000));
     signal.sent = true;
     server.child.kill("SIGTERM");
-    await Promise.all(workers);
+    await done;
 
     expect(await server.exited).toEqual({ code: 0, signal: null });
     const cut = outcomes.filter((o) => o.kind === "cut");
@@ -110,9 +117,7 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
   it("SIGTERM with SHUTDOWN_DRAIN_MS: unhealthy first while still serving, then stops with nothing cut", async () => {
     const server = await startServerProcess(scratch.url, { SHUTDOWN_GRACE_MS: "10000", SHUTDOWN_DRAIN_MS: "4000" });
     started.push(server);
-    const path = "/chainguard.platform.iam.v2.GroupsService/ListGroups";
     const signal = { sent: false };
-    const signalled = () => signal.sent;
     let exited = false;
     void server.exited.then(() => (exited = true));
     const healthz = async () => {
@@ -121,24 +126,7 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
     };
     expect(await healthz()).toEqual({ status: 200, body: { status: "SERVING" } });
 
-    const outcomes: Outcome[] = [];
-    const worker = async () => {
-      for (;;) {
-        const session = await connect(server.baseUrl);
-        if (!session) {
-          if (exited) return;
-          await new Promise((r) => setTimeout(r, 10));
-          continue;
-        }
-        while (!session.closed && !session.destroyed) {
-          const out = await request(session, path, { pageSize: 50 }, server.token, signalled);
-          outcomes.push(out);
-          if (out.kind !== "answered") break;
-        }
-        session.destroy();
-      }
-    };
-    const workers = Array.from({ length: 4 }, worker);
+    const { outcomes, done } = loadUntilExit(server, 4, signal);
     await new Promise((r) => setTimeout(r, 500));
     signal.sent = true;
     server.child.kill("SIGTERM");
@@ -153,7 +141,7 @@ describe.skipIf(!process.env.DATABASE_URL)("stopping a server process (PostgreSQ
     expect(during.error).toBeUndefined();
     expect(exited).toBe(false);
 
-    await Promise.all(workers);
+    await done;
     expect(await server.exited).toEqual({ code: 0, signal: null });
     expect(outcomes.filter((o) => o.kind === "cut")).toEqual([]);
     expect(outcomes.filter((o) => o.kind === "answered" && o.status !== 200)).toEqual([]);
