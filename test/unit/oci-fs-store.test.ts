@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Readable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UploadOffsetError, type BlobStore } from "../../src/registry/oci/contracts.js";
 import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
@@ -26,6 +26,76 @@ beforeAll(async () => {
   store = createFsBlobStore(dir);
 });
 afterAll(() => rm(dir, { recursive: true, force: true }));
+
+/** Bytes that differ from one MiB to the next (a reused buffer sent twice would show). */
+const patterned = (bytes: number, seed: number) => {
+  const b = Buffer.alloc(bytes);
+  for (let i = 0; i + 4 <= bytes; i += 4) b.writeUInt32LE((i * 2654435761 + seed) >>> 0, i);
+  return b;
+};
+
+/** A Writable that holds each chunk for a while before it is written, keeping only copies taken then. */
+function slowSink(delayMs: number) {
+  const got: Buffer[] = [];
+  const sink = new Writable({
+    highWaterMark: 1024,
+    write(chunk: Buffer, _enc, done) {
+      setTimeout(() => {
+        got.push(Buffer.from(chunk)); // copied when written: a buffer reused before that would show here
+        done();
+      }, delayMs);
+    },
+  });
+  return { sink, bytes: () => Buffer.concat(got) };
+}
+
+async function commitBlob(bytes: Buffer, id: string): Promise<string> {
+  await store.startUpload(id);
+  // Uneven chunks, as a request body arrives.
+  const chunks: Buffer[] = [];
+  for (let at = 0, n = 1; at < bytes.length; at += n, n = (n * 7 + 13) % 70_001) chunks.push(bytes.subarray(at, at + n));
+  expect(await store.append(id, 0, Readable.from(chunks))).toBe(bytes.length);
+  const digest = digestOf(bytes);
+  await store.commit(id, digest);
+  return digest;
+}
+
+describe("filesystem blob store: sending through reused buffers", () => {
+  it("sends whole blobs and ranges to slow consumers, several at once, each byte as stored", async () => {
+    const a = patterned(3.5 * 1024 * 1024, 1);
+    const b = patterned(2 * 1024 * 1024 + 5, 2);
+    const small = patterned(1000, 3);
+    const [da, db, ds] = [await commitBlob(a, "send-a"), await commitBlob(b, "send-b"), await commitBlob(small, "send-s")];
+    const sends = [
+      { digest: da, range: undefined, want: a },
+      { digest: db, range: undefined, want: b },
+      { digest: da, range: { start: 1_000_000, end: 3_200_000 }, want: a.subarray(1_000_000, 3_200_001) },
+      { digest: ds, range: undefined, want: small },
+      { digest: ds, range: { start: 10, end: 10 }, want: small.subarray(10, 11) },
+    ];
+    const runs = sends.map(async ({ digest, range, want }, i) => {
+      const { sink, bytes } = slowSink(i % 2 ? 3 : 1);
+      let counted = 0;
+      await (await store.openSend!(digest, range)).pipeTo(sink, (n) => (counted += n));
+      expect(counted).toBe(want.length);
+      expect(bytes().equals(want)).toBe(true);
+    });
+    await Promise.all(runs);
+  });
+
+  it("rejects an absent blob when opened, and a consumer that closes early when sent", async () => {
+    await expect(store.openSend!(digestOf("never stored"))).rejects.toThrow();
+    const digest = await commitBlob(patterned(3 * 1024 * 1024, 4), "send-closed");
+    const sink = new Writable({
+      highWaterMark: 1,
+      write(_chunk, _enc, done) {
+        setTimeout(done, 5);
+      },
+    });
+    setTimeout(() => sink.destroy(), 2);
+    await expect((await store.openSend!(digest)).pipeTo(sink, () => {})).rejects.toThrow();
+  });
+});
 
 describe("filesystem blob store", () => {
   it("stages chunks at their offset, keeps them invisible, and commits them as the blob", async () => {

@@ -2,7 +2,7 @@
 // pull, push or delete. The routes (oci/routes.ts) use both and know neither backend nor token format.
 import type http from "node:http";
 import type http2 from "node:http2";
-import type { Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import type { Access } from "../../kernel/auth/principal.js";
 
 /**
@@ -17,6 +17,12 @@ export interface BlobStore {
   stat(digest: string): Promise<{ size: number } | undefined>;
   /** Streams a committed blob, whole or the inclusive byte range [start, end]. Rejects when absent. */
   read(digest: string, range?: { start: number; end: number }): Promise<Readable>;
+  /**
+   * Optional (the filesystem store): opens a committed blob, whole or the inclusive range, to be written to a
+   * response through a few buffers reused from one blob to the next, instead of a new buffer per read (whose
+   * collection was most of a large pull's CPU). Rejects when absent, like read.
+   */
+  openSend?(digest: string, range?: { start: number; end: number }): Promise<BlobSend>;
   /** Removes a committed blob (garbage collection); an absent blob is not an error. */
   delete(digest: string): Promise<void>;
   /** Every committed blob, with the time it was written (garbage collection spares recent ones). */
@@ -44,6 +50,17 @@ export interface BlobStore {
   listUploads(): AsyncIterable<{ id: string; modified: Date }>;
   /** Releases connections or handles. */
   close?(): Promise<void>;
+}
+
+/** A committed blob opened for sending (BlobStore.openSend). */
+export interface BlobSend {
+  /**
+   * Writes the blob's bytes to `out` and ends it; `sent` is told each chunk's length as it is written. Rejects
+   * when `out` closes or fails first. Closes the blob either way.
+   */
+  pipeTo(out: Writable, sent: (bytes: number) => void): Promise<void>;
+  /** Closes the blob without sending it. */
+  close(): Promise<void>;
 }
 
 export class UploadOffsetError extends Error {

@@ -40,7 +40,7 @@ import { IMAGE_CONFIG_TYPES, INDEX_TYPES, MANIFEST_TYPES, MEDIA_TYPES, platformT
 import { toRepo } from "../repos.mapper.js";
 import { createRepoStore } from "../repos.store.js";
 import type { RegistryAuth } from "./auth.js";
-import { UploadOffsetError, type AccessDecision, type BlobStore, type RegistryAction, type RepositoryTarget } from "./contracts.js";
+import { UploadOffsetError, type AccessDecision, type BlobSend, type BlobStore, type RegistryAction, type RepositoryTarget } from "./contracts.js";
 import { ManifestContentCache } from "./manifest-cache.js";
 import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, splitName, type V2Path } from "./names.js";
 import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, type ManifestPut, type RegistryEventBody, type ResolvedWith } from "./store.js";
@@ -333,9 +333,10 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     if (range === null) {
       throw new OciError(416, "BLOB_UNKNOWN", "the range asked lies outside the blob", { digest }, { "content-range": `bytes */${size}` });
     }
-    let stream: Readable;
+    // The filesystem store sends through reused buffers (openSend); others stream.
+    let source: Readable | BlobSend;
     try {
-      stream = await blobs.read(digest, range);
+      source = blobs.openSend ? await blobs.openSend(digest, range) : await blobs.read(digest, range);
     } catch (err) {
       if (!(await blobs.stat(digest))) throw blobUnknown(digest);
       throw err;
@@ -349,15 +350,13 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     // the request ends when both are done.
     const recorded = recordPull(req, target, repoUid, actor, { digest, type: "blob" });
     let sent = 0;
+    const count = (n: number) => {
+      sent += n;
+      counters?.bytesOut.inc(n);
+    };
     try {
-      await pipeline(
-        stream,
-        hashing(undefined, (n) => {
-          sent += n;
-          counters?.bytesOut.inc(n);
-        }),
-        res as http.ServerResponse,
-      );
+      if ("pipeTo" in source) await source.pipeTo(res as http.ServerResponse, count);
+      else await pipeline(source, hashing(undefined, count), res as http.ServerResponse);
     } finally {
       await recorded;
     }
