@@ -89,6 +89,8 @@ class BatchedAppend extends Writable {
 const SEND_CHUNK = 1 << 20;
 /** Blobs up to this size are read into a buffer of their own size (most of a pull's blobs are small). */
 const SEND_SMALL = 64 << 10;
+/** Chunks a send leaves queued on the response before it waits for the response to drain. */
+const SEND_QUEUED = 2;
 /** Spare send buffers kept between sends, process-wide. */
 const SEND_SPARE = 8;
 const spare: Buffer[] = [];
@@ -138,6 +140,7 @@ function fileSend(handle: FileHandle, start: number, end: number): BlobSend {
         }
       };
       let next: ReturnType<typeof readAt> | undefined;
+      let queued = 0;
       try {
         let pos = start;
         next = pos < end ? readAt(pos) : undefined;
@@ -147,10 +150,12 @@ function fileSend(handle: FileHandle, start: number, end: number): BlobSend {
           next = pos < end ? readAt(pos) : undefined;
           if (out.destroyed) throw new Error("the response closed before the blob was sent");
           sent(bytes);
+          queued++;
           const more = out.write(bytes === buf.length ? buf : buf.subarray(0, bytes), (err) => {
+            queued--;
             if (!err) giveBack(buf);
           });
-          if (!more) await drained(out);
+          if (!more && queued >= SEND_QUEUED) await drained(out);
         }
         out.end();
         await finished(out);
