@@ -33,12 +33,16 @@ const isMissing = (err: unknown) => (err as NodeJS.ErrnoException).code === "ENO
  */
 const APPEND_BATCH = 1 << 20;
 
-/** A Writable that appends to a file opened for appending, in batches of APPEND_BATCH bytes. */
+/**
+ * A Writable that appends to a file opened for appending, in batches of APPEND_BATCH bytes. It takes up to
+ * four batches more while one is written, so the body keeps flowing (with one, the socket was paused during
+ * each batch's write and a 1,000 MB push ran at 0.73 to 0.84x Distribution's MB/s).
+ */
 class BatchedAppend extends Writable {
   #chunks: Buffer[] = [];
   #held = 0;
   constructor(private readonly handle: FileHandle) {
-    super({ highWaterMark: APPEND_BATCH });
+    super({ highWaterMark: 4 * APPEND_BATCH });
   }
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
     this.#hold(chunk);
