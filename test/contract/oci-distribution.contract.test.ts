@@ -17,14 +17,11 @@ import { mintToken } from "../../src/kernel/auth/index.js";
 import { addLogTap } from "../../src/kernel/log.js";
 import { newChildUid, newRootUid } from "../../src/kernel/uidp.js";
 import { fsSubject, s3Subject, stopS3Subject, type BlobStoreSubject } from "../support/blob-stores.js";
+import { imageOf, OCI_INDEX, OCI_MANIFEST } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
 const DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json";
-const OCI_CONFIG = "application/vnd.oci.image.config.v1+json";
-const LAYER = "application/vnd.oci.image.layer.v1.tar+gzip";
 
 let server: TestServer;
 let world: World;
@@ -57,19 +54,6 @@ async function pushBlob(name: string, bytes: Buffer | string, token: string): Pr
   const r = await http("POST", `/v2/${name}/blobs/uploads/?digest=${digest}`, { token, body: bytes, headers: { "content-type": "application/octet-stream" } });
   expect(r.status, r.text).toBe(201);
   return digest;
-}
-
-function imageOf(layers: Buffer[], platform = { os: "linux", architecture: "amd64" }) {
-  const config = Buffer.from(JSON.stringify({ ...platform, rootfs: { type: "layers", diff_ids: [] } }));
-  const manifest = Buffer.from(
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: OCI_CONFIG, digest: sha256(config), size: config.length },
-      layers: layers.map((l) => ({ mediaType: LAYER, digest: sha256(l), size: l.length })),
-    }),
-  );
-  return { config, layers, manifest, digest: sha256(manifest), size: config.length + layers.reduce((s, l) => s + l.length, 0) };
 }
 
 async function pushImage(name: string, ref: string, token: string, layers = [Buffer.from(`layer ${Math.random()}`)], platform?: { os: string; architecture: string }) {

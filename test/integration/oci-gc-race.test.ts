@@ -13,10 +13,10 @@ import type { BlobStore } from "../../src/registry/oci/contracts.js";
 import { createDbBlobReferences } from "../../src/registry/oci/blob-references.js";
 import { collectGarbage } from "../../src/registry/oci/gc.js";
 import { blobStoreSubjects, stopS3Subject } from "../support/blob-stores.js";
+import { imageOf, OCI_MANIFEST } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
 
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 const sha256 = (b: Buffer | string) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
 
 /** The store, with a trap: `run` once, right after the route first learns that `digest` is stored. */
@@ -154,18 +154,9 @@ describe.each(blobStoreSubjects)("a collection between a push's seeing a blob an
 
   it("a manifest pushed again after its deletion, collected before its row commits, is stored again", async () => {
     const name = `${world.org}/manifest-again`;
-    const config = Buffer.from(JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [] } }));
     const layer = Buffer.from(`layer ${Math.random()}`);
+    const { config, manifest, digest } = imageOf([layer]);
     for (const b of [config, layer]) expect((await http("POST", `/v2/${name}/blobs/uploads/?digest=${sha256(b)}`, b, octets)).status).toBe(201);
-    const manifest = Buffer.from(
-      JSON.stringify({
-        schemaVersion: 2,
-        mediaType: OCI_MANIFEST,
-        config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha256(config), size: config.length },
-        layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: sha256(layer), size: layer.length }],
-      }),
-    );
-    const digest = sha256(manifest);
     const put = () => http("PUT", `/v2/${name}/manifests/v1`, manifest, { "content-type": OCI_MANIFEST });
     expect((await put()).status).toBe(201);
     expect((await http("DELETE", `/v2/${name}/manifests/${digest}`)).status).toBe(202);

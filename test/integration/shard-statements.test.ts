@@ -9,13 +9,13 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DISTRIBUTION } from "../../src/db/schema/distribution.js";
 import { createDbBlobReferences } from "../../src/registry/oci/blob-references.js";
+import { imageOf, OCI_MANIFEST } from "../support/oci-layout.js";
 import { checkStatement, type Verdict } from "../support/shard-check.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { startSink, type TestSink } from "../support/sink.js";
 import { seedWorld, type World } from "../support/world.js";
 
 const FAST = { retryBaseMs: 50, retryMaxMs: 200, pollMs: 50, timeoutMs: 2_000 };
-const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 
 let server: TestServer;
 let world: World;
@@ -84,16 +84,8 @@ beforeAll(async () => {
 
   // The registry's data plane: a blob, a manifest pushed and pulled, the tags list, and what GC asks.
   const name = `${world.org}/shard-check`;
-  const config = Buffer.from(JSON.stringify({ os: "linux", architecture: "amd64", rootfs: { type: "layers", diff_ids: [] } }));
   const layer = Buffer.from(`layer ${Math.random()}`);
-  const manifest = Buffer.from(
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: OCI_MANIFEST,
-      config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: sha256(config), size: config.length },
-      layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: sha256(layer), size: layer.length }],
-    }),
-  );
+  const { config, manifest } = imageOf([layer]);
   await hot("registry blob push", async () => {
     await oci("POST", `/v2/${name}/blobs/uploads/?digest=${sha256(config)}`, config);
     await oci("POST", `/v2/${name}/blobs/uploads/?digest=${sha256(layer)}`, layer);

@@ -253,3 +253,21 @@ export async function dirImage(dir: string, seed: string, spec: ImageSpec, opts:
   writeFileSync(join(dir, "version"), "Directory Transport Version: 1.1\n");
   return image;
 }
+
+/**
+ * A small image held in memory, for tests that push over /v2/: a config naming `platform`, the layers given,
+ * and the OCI manifest over them, with the manifest's digest and the image's size (config + layers).
+ */
+export function imageOf(layers: Buffer[], platform = { os: "linux", architecture: "amd64" }) {
+  const sha256 = (b: Buffer) => `sha256:${createHash("sha256").update(b).digest("hex")}`;
+  const config = Buffer.from(JSON.stringify({ ...platform, rootfs: { type: "layers", diff_ids: [] } }));
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: OCI_MANIFEST,
+      config: { mediaType: OCI_CONFIG, digest: sha256(config), size: config.length },
+      layers: layers.map((l) => ({ mediaType: OCI_LAYER, digest: sha256(l), size: l.length })),
+    }),
+  );
+  return { config, layers, manifest, digest: sha256(manifest), size: config.length + layers.reduce((s, l) => s + l.length, 0) };
+}
