@@ -15,6 +15,7 @@ import { advisories, advisoryDocuments } from "../../src/db/schema/index.js";
 import { createListPlanner } from "../../src/kernel/list/index.js";
 import { advisoryList } from "../../src/vulnerabilities/advisories.service.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "../../src/vulnerabilities/advisories.store.js";
+import { advisoryFilter } from "../support/advisory-fixtures.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
 
 const POOL = ["CVE-1", "CVE-2", "CVE-3", "GHSA-a", "GHSA-b", "GHSA-c"];
@@ -30,22 +31,7 @@ afterAll(async () => {
   await db?.dispose();
 });
 
-const filterOf = (aliases: readonly string[], artifactNames: readonly string[] = []): AdvisoryFilter => ({
-  advisoryIds: [],
-  artifactNames,
-  artifactTypes: [],
-  artifactArchitectures: [],
-  componentNames: [],
-  componentTypes: [],
-  componentLocations: [],
-  aliases,
-  eventReviewStates: [],
-  eventAuthors: [],
-  excludeEventAuthors: [],
-  eventReviewers: [],
-  eventTypes: [],
-  query: "",
-});
+const filterOf = (aliases: readonly string[], artifactNames: readonly string[] = []): AdvisoryFilter => advisoryFilter({ aliases, artifactNames });
 
 const aliasList = fc.subarray(POOL).chain((xs) => fc.shuffledSubarray([...xs, ...xs], { minLength: xs.length }));
 const advisoryArb = fc.record({ pkg: fc.constantFrom(...PACKAGES), id: fc.integer({ min: 0, max: 7 }), aliases: aliasList });

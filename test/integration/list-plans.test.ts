@@ -19,6 +19,7 @@ import { createTagStore } from "../../src/registry/tags.store.js";
 import { repoList } from "../../src/registry/repos.service.js";
 import { advisoryList } from "../../src/vulnerabilities/advisories.service.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "../../src/vulnerabilities/advisories.store.js";
+import { advisoryFilter } from "../support/advisory-fixtures.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
 
 const ORG = "b".repeat(40);
@@ -182,22 +183,8 @@ describe.skipIf(!url)("ListAdvisories by alias under a generic plan (PostgreSQL)
   // plan took the default selectivity of `&&` (0.5% of the table), far above the one row a plan for the value
   // estimates, so PostgreSQL re-planned the statement on every call; a btree equality on advisory_aliases is
   // estimated from the table's statistics (about one row per alias) either way.
-  const filter = (alias: string): AdvisoryFilter => ({
-    advisoryIds: [],
-    artifactNames: [],
-    artifactTypes: [],
-    artifactArchitectures: [],
-    componentNames: [],
-    componentTypes: [],
-    componentLocations: [],
-    aliases: [alias],
-    eventReviewStates: [],
-    eventAuthors: [],
-    excludeEventAuthors: [],
-    eventReviewers: [],
-    eventTypes: [],
-    query: "",
-  });
+  const filter = (alias: string): AdvisoryFilter => advisoryFilter({ aliases: [alias] });
+
   it.each(MODES)("estimates the advisories of one alias at a few rows and reads a bounded page (%s)", async (mode) => {
     if (explainable !== "yes") return expect.soft(explainable, "the plans are read through auto_explain").toBe("yes");
     const store = createAdvisoryStore(drizzle(clients.get(mode)!));

@@ -4,6 +4,7 @@
 // of the readers, independent of the importer.
 import { advisories, advisoryDocuments, advisoryEvents } from "../../src/db/schema/index.js";
 import type { Executor } from "../../src/kernel/store.js";
+import type { AdvisoryFilter } from "../../src/vulnerabilities/advisories.store.js";
 
 /** chainguard.platform.vulnerabilities.v2.EventTypeFilter */
 export const EventType = {
@@ -52,4 +53,25 @@ export async function writeAdvisoryDocument(db: Executor, packageName: string, l
       }
     }
   });
+}
+
+/** A ListAdvisories filter (the store's, validated) that filters nothing but what `given` sets. */
+export function advisoryFilter(given: Partial<AdvisoryFilter> = {}): AdvisoryFilter {
+  return {
+    advisoryIds: [],
+    artifactNames: [],
+    artifactTypes: [],
+    artifactArchitectures: [],
+    componentNames: [],
+    componentTypes: [],
+    componentLocations: [],
+    aliases: [],
+    eventReviewStates: [],
+    eventAuthors: [],
+    excludeEventAuthors: [],
+    eventReviewers: [],
+    eventTypes: [],
+    query: "",
+    ...given,
+  };
 }
