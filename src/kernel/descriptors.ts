@@ -84,6 +84,20 @@ function withDependencies(roots: readonly DescFile[]): DescFile[] {
 }
 
 /**
+ * A reader of a descriptor's option that reads it once per descriptor. Reading an option decodes it from the
+ * descriptor's bytes into a new message on every call; the hot path asks on every request (the auth
+ * interceptor, field masks, the outbox), so each answer is kept, and shared: callers must not change it.
+ */
+function remembered<D extends object, T>(read: (descriptor: D) => T): (descriptor: D) => T {
+  const answers = new WeakMap<D, { value: T }>();
+  return (descriptor) => {
+    let answer = answers.get(descriptor);
+    if (answer === undefined) answers.set(descriptor, (answer = { value: read(descriptor) }));
+    return answer.value;
+  };
+}
+
+/**
  * Every file the server knows, with all their dependencies: the API files, google.rpc (error details and
  * status) and the well-known types. Server reflection serves these.
  */
@@ -113,38 +127,45 @@ export const servedMethods: readonly DescMethod[] = servedServices.flatMap((s) =
 
 /** The method's google.api.http rule, or undefined when it has none. */
 export function httpRuleOf(method: DescMethod): HttpRule | undefined {
-  return hasOption(method, http) ? getOption(method, http) : undefined;
+  return httpRules(method);
 }
+const httpRules = remembered((method: DescMethod) => (hasOption(method, http) ? getOption(method, http) : undefined));
 
 /** The method's authorization rule, or undefined when it has none (the descriptor test forbids that). */
 export function authRuleOf(method: DescMethod): AuthRule | undefined {
-  return hasOption(method, auth) ? getOption(method, auth) : undefined;
+  return authRules(method);
 }
+const authRules = remembered((method: DescMethod) => (hasOption(method, auth) ? getOption(method, auth) : undefined));
 
 /** The CloudEvent a mutation emits, or undefined. */
 export function eventRuleOf(method: DescMethod): EventRule | undefined {
-  return hasOption(method, event) ? getOption(method, event) : undefined;
+  return eventRules(method);
 }
+const eventRules = remembered((method: DescMethod) => (hasOption(method, event) ? getOption(method, event) : undefined));
 
 /** What an event body keeps of a message (apiserver.options.v1.event_body), when the message says. */
 export function eventBodyOf(message: DescMessage): EventBody | undefined {
-  return hasOption(message, event_body) ? getOption(message, event_body) : undefined;
+  return eventBodies(message);
 }
+const eventBodies = remembered((message: DescMessage) => (hasOption(message, event_body) ? getOption(message, event_body) : undefined));
 
 /** Whether the service serves global data, whose resources belong to no group (apiserver.options.v1.global_data). */
 export function isGlobalData(service: DescService): boolean {
-  return hasOption(service, global_data) && getOption(service, global_data);
+  return globalData(service);
 }
+const globalData = remembered((service: DescService) => hasOption(service, global_data) && getOption(service, global_data));
 
 /** Whether this server added the field to a published message (apiserver.options.v1.server_added). */
 export function isServerAdded(field: DescField): boolean {
-  return hasOption(field, server_added) && getOption(field, server_added);
+  return serverAdded(field);
 }
+const serverAdded = remembered((field: DescField) => hasOption(field, server_added) && getOption(field, server_added));
 
 /** The google.api.field_behavior values of a field. */
-export function behaviorsOf(field: DescField): FieldBehavior[] {
-  return hasOption(field, field_behavior) ? getOption(field, field_behavior) : [];
+export function behaviorsOf(field: DescField): readonly FieldBehavior[] {
+  return behaviors(field);
 }
+const behaviors = remembered((field: DescField): readonly FieldBehavior[] => Object.freeze(hasOption(field, field_behavior) ? getOption(field, field_behavior) : []));
 
 export function isOutputOnly(field: DescField): boolean {
   return behaviorsOf(field).includes(FieldBehavior.OUTPUT_ONLY);
@@ -163,12 +184,17 @@ export function isRequired(field: DescField): boolean {
  * message-typed field until a string is reached (UpdateGroupRequest: ["group", "uid"]). Undefined when the
  * message has no scope field.
  */
-export function scopePathOf(message: DescMessage): DescField[] | undefined {
+export function scopePathOf(message: DescMessage): readonly DescField[] | undefined {
+  return scopePaths(message);
+}
+const scopePaths = remembered((message: DescMessage) => findScopePath(message));
+
+function findScopePath(message: DescMessage): DescField[] | undefined {
   for (const field of message.fields) {
     if (!hasOption(field, iam_scope) || !getOption(field, iam_scope)) continue;
     if (field.fieldKind === "scalar") return [field];
     if (field.fieldKind === "message") {
-      const inner = scopePathOf(field.message);
+      const inner = findScopePath(field.message);
       if (inner) return [field, ...inner];
     }
   }

@@ -180,3 +180,18 @@ describe("API method descriptors", () => {
     ]);
   });
 });
+
+describe("option readers", () => {
+  // The hot path asks for a method's rules on every request; an option read decodes a new message each time.
+  it("read each descriptor's option once and give the same answer after", () => {
+    const withEvent = apiMethods.find((m) => eventRuleOf(m) !== undefined)!;
+    const scoped = apiMethods.find((m) => scopePathOf(m.input) !== undefined)!;
+    for (const m of apiMethods.slice(0, 5)) {
+      expect(httpRuleOf(m)).toBeDefined();
+      expect(httpRuleOf(m)).toBe(httpRuleOf(m));
+      expect(authRuleOf(m)).toBe(authRuleOf(m));
+    }
+    expect(eventRuleOf(withEvent)).toBe(eventRuleOf(withEvent));
+    expect(scopePathOf(scoped.input)).toBe(scopePathOf(scoped.input));
+  });
+});

@@ -23,7 +23,7 @@ import { accessKey, presentedTokenKey, ruleCapabilitiesKey } from "./principal.j
 type Rule =
   | { kind: "disabled" }
   | { kind: "unscoped"; capabilities: Capability[]; identityOptional: boolean }
-  | { kind: "scoped"; capabilities: Capability[]; scopePath: DescField[] };
+  | { kind: "scoped"; capabilities: Capability[]; scopePath: readonly DescField[] };
 
 /** The method's rule in the form the interceptor uses. Methods with no rule are refused (fail closed). */
 export function ruleOf(method: DescMethod): Rule {
@@ -42,7 +42,7 @@ export function ruleOf(method: DescMethod): Rule {
 }
 
 /** The scope uid from the request, following the iam_scope path (e.g. group.uid). */
-function scopeOf(message: unknown, path: DescField[]): string {
+function scopeOf(message: unknown, path: readonly DescField[]): string {
   let value: unknown = message;
   for (const f of path) value = (value as Record<string, unknown> | undefined)?.[f.localName];
   const uid = typeof value === "string" ? value : "";
