@@ -1,9 +1,9 @@
 // Reads of the global advisory data for SecurityAdvisoryService: advisory documents (the adv tables, written
 // by the YAML importer), OSV records (written by import-osv), and which repos of the registry a caller sees
 // (for resolved-vulnerability reports). Read-only: nothing here writes.
-import { and, arrayOverlaps, asc, eq, gte, inArray, lte, or, type SQL } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, lte, or, type SQL } from "drizzle-orm";
 import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
-import { advisories, advisoryEvents, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
+import { advisories, advisoryEvents, advisoryNamedBy, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { Executor } from "../kernel/store.js";
@@ -41,10 +41,10 @@ export function createSecurityAdvisoryStore(db: Executor) {
      * broad rather than answer with a part).
      */
     async documents(filter: DocumentFilter, limit: number): Promise<DocumentAdvisoryRow[] | undefined> {
-      const byCve: SQL | undefined =
-        filter.cves.length > 0
-          ? or(arrayOverlaps(advisories.aliases, [...filter.cves]), inArray(advisories.advisoryId, [...filter.cves]))
-          : undefined;
+      // An advisory id or an alias equal to a cve: the aliases read from advisory_aliases by btree (estimated
+      // at about one row per cve with or without the values), not `aliases && $1` over the GIN index (0.5% of
+      // the table either way, which under a generic plan walked every advisory in (package, advisory id) order).
+      const byCve: SQL | undefined = filter.cves.length > 0 ? or(advisoryNamedBy(filter.cves), inArray(advisories.advisoryId, [...filter.cves])) : undefined;
       // One statement: the matching advisories (at most limit + 1), then their events joined.
       const matched = db.$with("matched").as(
         db

@@ -3,7 +3,7 @@
 // row carrying its events and the severities of the OSV records its aliases name (correlated subqueries),
 // prepared once per filter shape (which filters, how many values each) with the values as parameters.
 import { and, eq, getTableColumns, getTableName, inArray, sql, type SQL } from "drizzle-orm";
-import { advisories, advisoryAliases, advisoryEvents, osvRecordInForce, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
+import { advisories, advisoryEvents, advisoryNamedBy, osvRecordInForce, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
 import { hotStatement } from "../kernel/prepared-rows.js";
 import { countExpression, createPreparedList, type ListPage, type ListPlan, type Param, type PreparedListQuery } from "../kernel/list/index.js";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
@@ -102,10 +102,7 @@ function advisoryQuery(f: AdvisoryFilter): PreparedListQuery {
   // a generic plan is as cheap as a custom one and is kept (over `aliases && $1` it was not: re-planned each call).
   if (f.aliases.length) {
     const params = named("alias", f.aliases);
-    parts.push(
-      (p) =>
-        sql`${advisories.uid} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} in (${sql.join(params(p), sql`, `)})))`,
-    );
+    parts.push((p) => advisoryNamedBy(params(p)));
   }
   if (f.latestEventType !== undefined) {
     const params = named("latest", [f.latestEventType]);

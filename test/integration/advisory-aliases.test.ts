@@ -2,16 +2,19 @@
 // small pool (so they overlap), written, re-written with other aliases, upserted and deleted as the importer
 // does; after each history the table holds exactly the advisories' aliases, and the filter answers exactly
 // the advisories whose `aliases` array overlaps the requested ones (the filter's meaning before the table).
+// ListDocuments' cve filter reads the same table: it answers exactly the advisories the old predicate
+// (`aliases && cves or advisory_id in cves`) did, in the same order, and is "too broad" at the same limits.
 // The migration that adds the table fills it for advisories stored before it.
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
-import { and, arrayOverlaps, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { and, arrayOverlaps, asc, eq, inArray, or, sql, type SQL } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrationsFolder } from "../../src/db/client.js";
 import { advisories, advisoryDocuments } from "../../src/db/schema/index.js";
+import { createSecurityAdvisoryStore } from "../../src/advisory/security-advisory.store.js";
 import { createListPlanner } from "../../src/kernel/list/index.js";
 import { advisoryList } from "../../src/vulnerabilities/advisories.service.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "../../src/vulnerabilities/advisories.store.js";
@@ -42,29 +45,63 @@ const opArb = fc.oneof(
 );
 const queryArb = fc.record({ aliases: fc.subarray([...POOL, "CVE-none"], { minLength: 1, maxLength: 3 }), pkg: fc.option(fc.constantFrom(...PACKAGES), { nil: undefined }) });
 
+/** Writes the advisories, then applies the operations (update, upsert, delete) as the importer would. */
+type ValueOf<A> = A extends fc.Arbitrary<infer T> ? T : never;
+
+async function writeHistory(rows: ValueOf<typeof advisoryArb>[], ops: ValueOf<typeof opArb>[]): Promise<void> {
+  await db.db.execute(sql`truncate advisory_documents cascade`);
+  await db.db.insert(advisoryDocuments).values(PACKAGES.map((p) => ({ package: p, schemaVersion: "2", source: `${p}.yaml`, contentHash: p })));
+  const byUid = new Map(rows.map((r) => [`${r.pkg}:CGA-${r.id}`, r]));
+  const uids = [...byUid.keys()];
+  if (uids.length) await db.db.insert(advisories).values([...byUid].map(([uid, r]) => ({ uid, package: r.pkg, advisoryId: `CGA-${r.id}`, aliases: r.aliases })));
+  for (const op of ops) {
+    const uid = uids.length ? uids[op.i % uids.length]! : "p0:CGA-0";
+    if (op.kind === "update") await db.db.update(advisories).set({ aliases: op.aliases }).where(eq(advisories.uid, uid));
+    else if (op.kind === "delete") await db.db.delete(advisories).where(inArray(advisories.uid, [uid]));
+    else {
+      const [pkg, id] = uid.split(":") as [string, string];
+      await db.db
+        .insert(advisories)
+        .values({ uid, package: pkg, advisoryId: id, aliases: op.aliases })
+        .onConflictDoUpdate({ target: advisories.uid, set: { aliases: sql`excluded.aliases` } });
+    }
+  }
+}
+
+/** ListDocuments requests: cves among the aliases, advisory ids (CGA-n) and an unknown one; a package or none; a limit. */
+const documentQueryArb = fc.record({
+  cves: fc.subarray([...POOL, "CGA-1", "CGA-2", "CGA-5", "CVE-none"], { minLength: 1, maxLength: 4 }),
+  pkg: fc.option(fc.constantFrom(...PACKAGES), { nil: undefined }),
+  limit: fc.integer({ min: 1, max: 12 }),
+});
+
 describe("advisory_aliases", () => {
+  it("gives ListDocuments by cve the rows, order and too-broad verdicts of `aliases && cves or advisory_id in cves`", async () => {
+    const store = createSecurityAdvisoryStore(db.db);
+    await fc.assert(
+      fc.asyncProperty(fc.array(advisoryArb, { maxLength: 12 }), fc.array(opArb, { maxLength: 8 }), fc.array(documentQueryArb, { minLength: 1, maxLength: 4 }), async (rows, ops, queries) => {
+        await writeHistory(rows, ops);
+        for (const q of queries) {
+          const old = await db.db
+            .select({ uid: advisories.uid, package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases })
+            .from(advisories)
+            .where(and(q.pkg !== undefined ? eq(advisories.package, q.pkg) : undefined, or(arrayOverlaps(advisories.aliases, q.cves), inArray(advisories.advisoryId, q.cves))))
+            .orderBy(asc(advisories.package), asc(advisories.advisoryId));
+          const got = await store.documents({ packageName: q.pkg, cves: q.cves }, q.limit);
+          const want = old.length > q.limit ? undefined : old.map((r) => ({ ...r, events: [] }));
+          expect({ q, rows: got }).toEqual({ q, rows: want });
+        }
+      }),
+      { numRuns: 40, seed: 2929 },
+    );
+  });
+
   it("holds the advisories' aliases through writes, and the alias filter answers as `aliases && $1` did", async () => {
     const store = createAdvisoryStore(db.db);
     const planner = createListPlanner({ secret: new Uint8Array(32).fill(3) });
     await fc.assert(
       fc.asyncProperty(fc.array(advisoryArb, { maxLength: 12 }), fc.array(opArb, { maxLength: 8 }), fc.array(queryArb, { minLength: 1, maxLength: 4 }), async (rows, ops, queries) => {
-        await db.db.execute(sql`truncate advisory_documents cascade`);
-        await db.db.insert(advisoryDocuments).values(PACKAGES.map((p) => ({ package: p, schemaVersion: "2", source: `${p}.yaml`, contentHash: p })));
-        const byUid = new Map(rows.map((r) => [`${r.pkg}:CGA-${r.id}`, r]));
-        const uids = [...byUid.keys()];
-        if (uids.length) await db.db.insert(advisories).values([...byUid].map(([uid, r]) => ({ uid, package: r.pkg, advisoryId: `CGA-${r.id}`, aliases: r.aliases })));
-        for (const op of ops) {
-          const uid = uids.length ? uids[op.i % uids.length]! : "p0:CGA-0";
-          if (op.kind === "update") await db.db.update(advisories).set({ aliases: op.aliases }).where(eq(advisories.uid, uid));
-          else if (op.kind === "delete") await db.db.delete(advisories).where(inArray(advisories.uid, [uid]));
-          else {
-            const [pkg, id] = uid.split(":") as [string, string];
-            await db.db
-              .insert(advisories)
-              .values({ uid, package: pkg, advisoryId: id, aliases: op.aliases })
-              .onConflictDoUpdate({ target: advisories.uid, set: { aliases: sql`excluded.aliases` } });
-          }
-        }
+        await writeHistory(rows, ops);
         const pairs = (text: SQL) => db.db.execute(text).then((r) => rowsOf<{ alias: string; uid: string }>(r));
         expect(await pairs(sql`select alias, advisory_uid as uid from advisory_aliases order by 1, 2`)).toEqual(
           await pairs(sql`select distinct x.alias, a.uid from advisories a cross join unnest(a.aliases) x(alias) order by 1, 2`),

@@ -11,12 +11,13 @@
 //   `type` is the EventTypeFilter value; `data` the event's data as read from the file (keys as in the file).
 // - advisory_aliases: one row per (alias, advisory), the advisories' `aliases` arrays unnested, kept by
 //   triggers on advisories (migration advisory_aliases_triggers), so every writer (the importer, a bulk load
-//   in SQL) keeps it. ListAdvisories' alias filter reads it by btree: an equality a plan made without the
-//   value still estimates at about one row, where `aliases && $1` over the GIN index has no estimate.
+//   in SQL) keeps it. ListAdvisories' alias filter and ListDocuments' cve filter read it by btree
+//   (advisoryNamedBy): an equality a plan made without the value still estimates at about one row, where
+//   `aliases && $1` over the GIN index has no estimate (0.5% of the table, with or without the value).
 // - osv_records: OSV records (ossf/osv-schema) by id, for vulnerability metadata and the severities of the
 //   advisories whose aliases name them; `content_hash` as above.
-import { isNull } from "drizzle-orm";
-import { index, integer, jsonb, pgTable, primaryKey, smallint, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { getTableName, isNull, sql, type SQL } from "drizzle-orm";
+import { index, integer, type AnyPgColumn, jsonb, pgTable, primaryKey, smallint, text, uniqueIndex } from "drizzle-orm/pg-core";
 import { instant, uidText } from "./columns.js";
 
 export const advisoryDocuments = pgTable("advisory_documents", {
@@ -145,6 +146,22 @@ export const osvRecords = pgTable("osv_records", {
  * so its severities, aliases and references are used nowhere.
  */
 export const osvRecordInForce = isNull(osvRecords.withdrawnTime);
+
+/**
+ * `advisories.uid` is one of the advisories naming any of `aliases` (values or placeholders): their uids read
+ * from advisory_aliases' primary key and computed once (an InitPlan), so the outer query probes advisories by
+ * uid. The equality on `alias` is estimated from the table's statistics (about one row per alias) whether the
+ * plan is made for the values or without them. The columns are qualified by their tables' names: the
+ * predicate may sit inside a subquery or a one-table select, where Drizzle writes columns bare.
+ */
+export function advisoryNamedBy(aliases: readonly (string | SQL)[]): SQL {
+  const qualified = (c: AnyPgColumn) => sql`${sql.identifier(getTableName(c.table))}.${sql.identifier(c.name)}`;
+  const values = sql.join(
+    aliases.map((a) => (typeof a === "string" ? sql`${a}` : a)),
+    sql`, `,
+  );
+  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} in (${values})))`;
+}
 
 export type AdvisoryDocumentRow = typeof advisoryDocuments.$inferSelect;
 export type AdvisoryRow = typeof advisories.$inferSelect;
