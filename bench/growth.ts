@@ -8,7 +8,8 @@
 // - advisories: ListAdvisories page 1 (REST, page_size 50, with its total) by package (artifact_names: one
 //   package of 30 advisories) and by CVE (aliases: one advisory) over 30,000 / 300,000 / 3,000,000 advisories
 //   (bench/advisories.ts generateRows: events and OSV records in proportion), one scratch database per size,
-//   all three measured in the same rounds.
+//   all three measured in the same rounds; beside them advisory.v2 ListDocuments by the same CVE (REST, no
+//   page: the advisory with its events).
 //
 // Each size is served twice, by two API servers on the same database: one with PostgreSQL's default plan
 // choice, one whose connections set plan_cache_mode = force_generic_plan (a named statement's cached generic
@@ -226,10 +227,11 @@ async function advisoriesCurve(opts: GrowthOptions, sizes: readonly number[]): P
           const base = { size, ...s, admin: sqlc, auth };
           targets.push({ ...base, curve: "ListAdvisories by package", path: `/vulnerabilities/v2/advisories?pageSize=${PAGE}&artifactNames=${pkg}` });
           targets.push({ ...base, curve: "ListAdvisories by CVE", path: `/vulnerabilities/v2/advisories?pageSize=${PAGE}&aliases=${cve}` });
+          targets.push({ ...base, curve: "ListDocuments by CVE", path: `/advisory/v2/documents?cves=${cve}` });
         }
       }
       targets.sort((a, b) => a.curve.localeCompare(b.curve) || a.size - b.size);
-      await runCurve(`ListAdvisories page 1 (page_size ${PAGE}, total) by one package (30 advisories) and by one CVE over ${sizes.join(" / ")} advisories`, targets, opts);
+      await runCurve(`ListAdvisories page 1 (page_size ${PAGE}, total) by one package (30 advisories) and by one CVE, and ListDocuments by that CVE, over ${sizes.join(" / ")} advisories`, targets, opts);
     } finally {
       for (const c of cleanups.reverse()) await c().catch((err: unknown) => say(`cleanup: ${String(err)}`));
     }

@@ -9,7 +9,7 @@
 //   [BENCH_BEFORE_ROOT=<checkout>] npm run bench -- fan-out [--seconds 3] [--concurrency 4] [--rounds 3]   (PostgreSQL too;
 //     UpdateRepo's latency with 0 / 1 / 100 / 1,000 subscriptions on its group, and delivery at 1,000)
 //   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
-//   npm run bench -- advisory-documents [--seconds 3] [--concurrency 16]   (PostgreSQL too)
+//   [BENCH_BEFORE_ROOT=<checkout>] npm run bench -- advisory-documents [--seconds 3] [--concurrency 16] [--rounds 1]   (PostgreSQL too)
 //   npm run bench -- pooler [--seconds 3] [--concurrency 16] [--rounds 3]   (PostgreSQL and PgBouncer)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
 //   npm run bench -- profile [--tags 100000] [--seconds 10] [--concurrency 16] [--built] [--top N]   (PostgreSQL too; the server under
@@ -147,7 +147,7 @@ const benches: Record<string, () => Promise<void>> = {
   authz: () => benchAuthz({ seconds: seconds(2), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   events: () => benchEvents({ events, profile: values.profile, sinkConcurrency }),
   "fan-out": () => benchFanOut({ seconds: seconds(3), concurrency: concurrency(4), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
-  "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16) }),
+  "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 1 : Number(values.rounds) }),
   pooler: () => benchPooler({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
   "cold-start": () => benchColdStart({ runs }),
