@@ -77,7 +77,10 @@ async function startServers(url: string, cleanups: (() => Promise<unknown>)[]): 
     for (const mode of MODES) {
       // A query parameter of the URL is a startup parameter of each connection (postgres.js).
       const databaseUrl = mode === "default" ? url : `${url}?plan_cache_mode=${mode}`;
-      const server = await startApiServer({ DATABASE_URL: databaseUrl, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn", METRICS_ADDR: "off" }, { quiet: true, root });
+      // With the before code the servers are twice as many (four per database, up to twelve): each pool is held
+      // to four connections so they fit in PostgreSQL's default max_connections (100) beside other clients.
+      const pool: Record<string, string> = process.env.BENCH_BEFORE_ROOT ? { DATABASE_POOL_SIZE: "4" } : {};
+      const server = await startApiServer({ DATABASE_URL: databaseUrl, ISSUER_URL: ISSUER, SERVER_MODE: "production", LOG_LEVEL: "warn", METRICS_ADDR: "off", ...pool }, { quiet: true, root });
       cleanups.push(() => server.stop());
       out.push({ mode, code, server });
     }
