@@ -2,12 +2,11 @@
 // staging nothing, commit by rename (an existing blob kept), ranges, listing; and the name grammar and
 // path parsing of the /v2/ routes.
 import { createHash } from "node:crypto";
-import { existsSync } from "node:fs";
-import { mkdtemp, open, readdir, rm, type FileHandle } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UploadOffsetError, type BlobStore } from "../../src/registry/oci/contracts.js";
 import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
 import { loadConfig } from "../../src/config.js";
@@ -144,39 +143,6 @@ describe("filesystem blob store", () => {
     await store.abort("u5");
     expect(await store.uploadSize("u5")).toBeUndefined();
     await expect(store.read(digestOf("absent"))).rejects.toThrow();
-  });
-
-  it("commits durably: the upload's bytes reach the disk before it becomes the blob, the rename before commit returns", async () => {
-    // What each datasync (fdatasync) and sync (fsync) was called on, as FileHandle's methods are called.
-    const probe = await open(dir, "r");
-    const proto = Object.getPrototypeOf(probe) as FileHandle;
-    await probe.close();
-    const bytes = patterned(3 << 20, 7);
-    const digest = digestOf(bytes);
-    const blob = join(dir, "blobs", "sha256", digest.slice(7, 9), digest.slice(7));
-    const calls: { call: string; directory: boolean; size: number; blobThere: boolean }[] = [];
-    const spy = (name: "datasync" | "sync") => {
-      const original = proto[name];
-      return vi.spyOn(proto, name).mockImplementation(async function (this: FileHandle) {
-        const st = await this.stat();
-        calls.push({ call: name, directory: st.isDirectory(), size: st.size, blobThere: existsSync(blob) });
-        return original.call(this);
-      });
-    };
-    const spies = [spy("datasync"), spy("sync")];
-    try {
-      await store.startUpload("durable");
-      await store.append("durable", 0, Readable.from([bytes]));
-      expect(calls).toEqual([]);
-      await store.commit("durable", digest);
-    } finally {
-      for (const s of spies) s.mockRestore();
-    }
-    // The file's data synced while it was still the upload, then the blob's directory once it is there.
-    expect(calls).toEqual([
-      { call: "datasync", directory: false, size: bytes.length, blobThere: false },
-      { call: "sync", directory: true, size: expect.any(Number) as number, blobThere: true },
-    ]);
   });
 
   it("refuses ids and digests that could name another file", async () => {

@@ -1,10 +1,7 @@
 // The filesystem BlobStore (contracts.ts): blobs under <root>/blobs/<algorithm>/<first two hex>/<hex>, uploads
 // in progress under <root>/uploads/<id>. A blob appears only by rename(2) of a complete upload, which is
 // atomic within one filesystem (both live under the same root), so a partial upload is never readable as a
-// blob. A commit is durable when it returns: the upload's bytes are synced to the disk (fdatasync) before the
-// rename, and the blob's directory (fsync) after it, so a blob the database links (the route links it once
-// the commit returns) survives a crash of the machine. Bytes stream in and out through file streams: memory
-// stays flat whatever the blob's size.
+// blob. Bytes stream in and out through file streams: memory stays flat whatever the blob's size.
 //
 // Appends to one upload are serialized in this process; the offset check makes a second writer (another
 // replica, a retried request) fail with UploadOffsetError instead of interleaving bytes.
@@ -174,26 +171,6 @@ function fileSend(handle: FileHandle, start: number, end: number): BlobSend {
   };
 }
 
-/** fdatasync(2): the file's bytes (and its size) on the disk. */
-async function syncData(path: string): Promise<void> {
-  const handle = await open(path, "r");
-  try {
-    await handle.datasync();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** fsync(2) of a directory: its entries (a rename into it) on the disk. */
-async function syncDirectory(path: string): Promise<void> {
-  const handle = await open(path, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
 export function createFsBlobStore(root: string): BlobStore {
   const blobsDir = join(root, "blobs");
   const uploadsDir = join(root, "uploads");
@@ -348,11 +325,8 @@ export function createFsBlobStore(root: string): BlobStore {
           await rm(from, { force: true });
           return;
         }
-        await syncData(from);
-        const dir = join(to, "..");
-        await mkdir(dir, { recursive: true });
+        await mkdir(join(to, ".."), { recursive: true });
         await rename(from, to);
-        await syncDirectory(dir);
       });
     },
 
