@@ -1,20 +1,26 @@
 // The registry's data plane (OCI Distribution under /v2/) against the CNCF Distribution registry (Debian's
 // docker-registry, 2.8), with the same client (Debian's skopeo), in one run:
 //   - push and pull of a multi-layer image of --mb MB (default 100, seven layers), `skopeo copy` from and to
-//     an OCI layout;
-//   - push and pull of --images small images (default 1,000: one layer of 4 KiB each, all tags of one repo),
-//     `skopeo sync` from and to a tree of dir-format images (one skopeo process for all of them);
+//     an OCI layout, --rounds times (default 9);
+//   - push and pull of --images small images (default 200: one layer of 4 KiB each, all tags of one repo),
+//     `skopeo sync` from and to a tree of dir-format images (one skopeo process for all of them),
+//     --small-rounds times (default 3);
 //   - memory in the blob size: the peak RSS of each server while one single-layer image of mb/10, mb and 5 mb
 //     MB (or the sizes --memory-mb names) is pushed and then pulled.
-// Rounds are interleaved (each operation on both servers, which goes first alternating by round), each
-// round into new repos; medians over --rounds (default 3). Per operation: MB/s (bytes of blobs and
-// manifests over wall time), each server's CPU per MB from /proc/<pid>/stat (for this server, its PostgreSQL
-// backends' too, apart), its peak RSS (VmHWM, reset through /proc/<pid>/clear_refs before each operation),
-// and skopeo's CPU (the children this process reaped). Distribution runs from a generated configuration:
+// Rounds are interleaved (each operation on every server, which goes first alternating by round), each
+// round into new repos; medians over the rounds. Per operation: MB/s (bytes of blobs and manifests over wall
+// time), each server's CPU per MB from /proc/<pid>/stat, user and system apart (for this server, its
+// PostgreSQL backends' too, apart), its peak RSS (VmHWM, reset through /proc/<pid>/clear_refs before each
+// operation), and skopeo's CPU, user and system (the children this process reaped). The verdict is the ratio
+// of the two servers' MB/s within each round (the two runs of a round are adjacent in time, so the machine's
+// load moves both), printed as min / median / max over the rounds with the rounds at or above 1.00x: one
+// noisy round does not decide it. Distribution runs from a generated configuration:
 // filesystem storage in a temporary directory, loopback port, no authentication, no TLS. This server runs
 // on a scratch PostgreSQL database, its blobs in its data directory, in development mode (its issuer, where
 // the registry token flow points clients, is its own plain-http loopback address, which production refuses);
-// skopeo logs in as `_token` with an owner's access token.
+// skopeo logs in as `_token` with an owner's access token. With BENCH_BEFORE_ROOT=<checkout>, that checkout's
+// server (the code before a change) runs too, on the same database, in the same rounds: before and after in one
+// run, each against Distribution.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,6 +29,7 @@ import { openPostgres } from "../src/db/client.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { dirImage, ociLayout, type BuiltImage } from "../test/support/oci-layout.js";
 import { distributionInstalled, freePort, skopeo, skopeoInstalled, startDistribution, type Skopeo } from "../test/support/skopeo.js";
+import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
 import { BENCH_APPLICATION, backendsCpu, metered, processCpu, type CpuMeter } from "./cpu.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
 import { say, textTable } from "./load.js";
@@ -30,7 +37,10 @@ import { summarize } from "./profile.js";
 import { startApiServer } from "./processes.js";
 
 export interface OciBenchOptions {
+  /** Rounds of the multi-layer image (push and pull on both servers). */
   rounds: number;
+  /** Rounds of the small images. */
+  smallRounds: number;
   /** Size of the multi-layer image, in MB; the memory curve pushes mb/10, mb and 5 mb. */
   mb: number;
   /** The single layers of the memory curve, in MB (default mb/10, mb and 5 mb). */
@@ -53,25 +63,37 @@ interface Target {
   host: string;
   /** The repository namespace images go under: this server's organization uid, "bench" for Distribution. */
   namespace: string;
+  /** Begins its repos' names: the servers of this project share one database and organization. */
+  prefix: string;
   pid: number;
   meters: CpuMeter[];
 }
 
 interface Sample {
   op: string;
+  round: number;
   target: string;
   bytes: number;
   seconds: number;
   cpu: Record<string, number>;
-  client: number;
+  /** The server's user and system CPU seconds. */
+  serverUser: number;
+  serverSys: number;
+  /** skopeo's user and system CPU seconds. */
+  clientUser: number;
+  clientSys: number;
   peakRss: number;
 }
 
-/** CPU seconds of the children this process has waited for (skopeo's runs), from /proc/self/stat. */
-function reapedChildrenCpu(): number {
-  const stat = readFileSync("/proc/self/stat", "utf8");
+/**
+ * User and system CPU seconds from /proc/<pid>/stat: the process's own (every thread), or with `reaped` the
+ * children it has waited for (for this process: skopeo's runs).
+ */
+function userSys(pid: number | "self", reaped = false): { user: number; sys: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[13]) + Number(f[14])) / 100;
+  const at = reaped ? 13 : 11;
+  return { user: Number(f[at]) / 100, sys: Number(f[at + 1]) / 100 };
 }
 
 /** Resets a process's peak RSS (VmHWM) to its current RSS. */
@@ -134,8 +156,16 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     cleanups.push(() => admin.end({ timeout: 5 }));
     const port = await freePort();
     const issuer = `http://127.0.0.1:${port}`;
-    const { org, auth } = await ownedOrganization(database.db, issuer, 6 * 3600);
+    const { org, owner, auth } = await ownedOrganization(database.db, issuer, 6 * 3600);
     const token = auth.authorization!.replace(/^Bearer /, "");
+    // BENCH_BEFORE_ROOT: the server of that checkout (the code before a change) too, on the same database, with
+    // a token of its own issuer (its own address), measured in the same rounds.
+    const beforeRoot = process.env.BENCH_BEFORE_ROOT;
+    const beforePort = beforeRoot ? await freePort() : 0;
+    const beforeIssuer = `http://127.0.0.1:${beforePort}`;
+    const beforeToken = beforeRoot
+      ? (await mintToken(await createKeyStore(database.db), { issuer: beforeIssuer, subject: owner, audience: beforeIssuer, ttlSeconds: 6 * 3600 })).token
+      : "";
     await database.close();
     const profileDir = opts.profile ? mkdtempSync(join(tmpdir(), "bench-oci-prof-")) : undefined;
     const api = await startApiServer(
@@ -147,33 +177,57 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     /** The windows of each operation on this server, in microseconds of the monotonic clock (the profile's). */
     const windows: { op: string; from: number; to: number }[] = [];
     const now = () => Number(process.hrtime.bigint() / 1000n);
+    const before = beforeRoot
+      ? await startApiServer({ DATABASE_URL: url, ISSUER_URL: beforeIssuer, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" }, { quiet: true, port: beforePort, root: beforeRoot })
+      : undefined;
+    if (before) cleanups.push(() => before.stop());
     const dist = await startDistribution();
     cleanups.push(() => dist.stop());
     const client: Skopeo = skopeo();
     cleanups.push(() => client.close());
     await client.login(`127.0.0.1:${port}`, "_token", token);
+    if (before) await client.login(`127.0.0.1:${beforePort}`, "_token", beforeToken);
     const targets: Target[] = [
       {
         name: "this server",
         host: `127.0.0.1:${port}`,
         namespace: org,
+        prefix: "",
         pid: api.serverPid,
         meters: [processCpu("server", api.serverPid), backendsCpu("PostgreSQL", admin, { not: BENCH_APPLICATION })],
       },
-      { name: "Distribution 2.8", host: dist.host, namespace: "bench", pid: dist.pid, meters: [processCpu("server", dist.pid)] },
+      ...(before
+        ? [{ name: "before", host: `127.0.0.1:${beforePort}`, namespace: org, prefix: "before-", pid: before.serverPid, meters: [processCpu("server", before.serverPid), backendsCpu("PostgreSQL", admin, { not: BENCH_APPLICATION })] }]
+        : []),
+      { name: "Distribution 2.8", host: dist.host, namespace: "bench", prefix: "", pid: dist.pid, meters: [processCpu("server", dist.pid)] },
     ];
+    const distribution = targets[targets.length - 1]!;
 
     const samples: Sample[] = [];
-    const run = async (op: string, target: Target, bytes: number, body: () => Promise<unknown>) => {
+    const run = async (op: string, round: number, target: Target, bytes: number, body: () => Promise<unknown>) => {
       client.forgetBlobLocations();
       resetPeak(target.pid);
-      const clientStart = reapedChildrenCpu();
+      const clientStart = userSys("self", true);
+      const serverStart = userSys(target.pid);
       const start = performance.now();
       const from = now();
       const { cpu } = await metered(target.meters, body);
       if (target.pid === api.serverPid) windows.push({ op: op.replace(/\d+ MB$/, "single layer"), from, to: now() });
       const seconds = (performance.now() - start) / 1000;
-      const sample = { op, target: target.name, bytes, seconds, cpu, client: reapedChildrenCpu() - clientStart, peakRss: statusKib(target.pid, "VmHWM") };
+      const [clientEnd, serverEnd] = [userSys("self", true), userSys(target.pid)];
+      const sample: Sample = {
+        op,
+        round,
+        target: target.name,
+        bytes,
+        seconds,
+        cpu,
+        serverUser: serverEnd.user - serverStart.user,
+        serverSys: serverEnd.sys - serverStart.sys,
+        clientUser: clientEnd.user - clientStart.user,
+        clientSys: clientEnd.sys - clientStart.sys,
+        peakRss: statusKib(target.pid, "VmHWM"),
+      };
       samples.push(sample);
       say(`  ${op}, ${target.name}: ${(bytes / MB / seconds).toFixed(1)} MB/s, server CPU ${(cpu.server! * 1000).toFixed(0)} ms, peak RSS ${mib(sample.peakRss)} MiB`);
       return sample;
@@ -182,20 +236,26 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     const cleanPulled = () => rmSync(pulled, { recursive: true, force: true });
 
     for (let round = 1; round <= opts.rounds; round++) {
-      say(`round ${round} of ${opts.rounds} (load average ${loadavg()[0]!.toFixed(1)})`);
+      say(`round ${round} of ${opts.rounds}, ${opts.mb} MB image (load average ${loadavg()[0]!.toFixed(1)})`);
       const order = round % 2 ? targets : [...targets].reverse();
-      renameSmall(`small-r${round}`);
-      const repo = (t: Target) => `${t.host}/${t.namespace}/big-r${round}`;
-      for (const t of order) await run("push big", t, imageBytes(big), () => client.copy(`oci:${layoutDir}:big`, `docker://${repo(t)}:big`));
+      const repo = (t: Target) => `${t.host}/${t.namespace}/${t.prefix}big-r${round}`;
+      for (const t of order) await run("push big", round, t, imageBytes(big), () => client.copy(`oci:${layoutDir}:big`, `docker://${repo(t)}:big`));
       for (const t of order) {
-        await run("pull big", t, imageBytes(big), () => client.copy(`docker://${repo(t)}:big`, `oci:${pulled}:big`));
+        await run("pull big", round, t, imageBytes(big), () => client.copy(`docker://${repo(t)}:big`, `oci:${pulled}:big`));
         cleanPulled();
       }
+    }
+    for (let round = 1; round <= opts.smallRounds; round++) {
+      say(`round ${round} of ${opts.smallRounds}, ${opts.images} small images (load average ${loadavg()[0]!.toFixed(1)})`);
+      const order = round % 2 ? targets : [...targets].reverse();
       const push = ["sync", "--src", "dir", "--dest", "docker", "--dest-tls-verify=false", "--dest-authfile", client.authfile];
       const pull = ["sync", "--src", "docker", "--dest", "dir", "--src-tls-verify=false", "--src-authfile", client.authfile];
-      for (const t of order) await run("push small", t, smallBytes, () => client.run([...push, join(tree, "images"), `${t.host}/${t.namespace}`]));
       for (const t of order) {
-        await run("pull small", t, smallBytes, () => client.run([...pull, `${t.host}/${t.namespace}/${smallRepo}`, pulled]));
+        renameSmall(`${t.prefix}small-r${round}`);
+        await run("push small", round, t, smallBytes, () => client.run([...push, join(tree, "images"), `${t.host}/${t.namespace}`]));
+      }
+      for (const t of order) {
+        await run("pull small", round, t, smallBytes, () => client.run([...pull, `${t.host}/${t.namespace}/${t.prefix}small-r${round}`, pulled]));
         const got = readdirSync(pulled, { recursive: true }).filter((p) => String(p).endsWith("manifest.json")).length;
         if (got !== opts.images) throw new Error(`pull small from ${t.name}: ${got} images of ${opts.images}`);
         cleanPulled();
@@ -209,8 +269,8 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     for (const [i, size] of memorySizes.entries()) {
       const tag = `single-${size}`;
       for (const t of i % 2 ? [...targets].reverse() : targets) {
-        const push = await run(`push ${size} MB`, t, imageBytes(single[i]!), () => client.copy(`oci:${layoutDir}:${tag}`, `docker://${t.host}/${t.namespace}/single:${tag}`));
-        const pull = await run(`pull ${size} MB`, t, imageBytes(single[i]!), () => client.copy(`docker://${t.host}/${t.namespace}/single:${tag}`, `oci:${pulled}:${tag}`));
+        const push = await run(`push ${size} MB`, 0, t, imageBytes(single[i]!), () => client.copy(`oci:${layoutDir}:${tag}`, `docker://${t.host}/${t.namespace}/${t.prefix}single:${tag}`));
+        const pull = await run(`pull ${size} MB`, 0, t, imageBytes(single[i]!), () => client.copy(`docker://${t.host}/${t.namespace}/${t.prefix}single:${tag}`, `oci:${pulled}:${tag}`));
         cleanPulled();
         memory.push({ size, target: t.name, push: push.peakRss, pull: pull.peakRss });
       }
@@ -220,7 +280,7 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     console.log(
       `\n## OCI push and pull: this server against Distribution 2.8 (${new Date().toISOString().slice(0, 16)}Z, load average ${loadavg()
         .map((l) => l.toFixed(1))
-        .join(" ")}, ${opts.rounds} interleaved rounds, medians)\n`,
+        .join(" ")}; ${opts.rounds} interleaved rounds of the ${opts.mb} MB image, ${opts.smallRounds} of ${opts.images} small images; medians)\n`,
     );
     console.log("skopeo copy (multi-layer) and skopeo sync (small images) on loopback; Distribution: filesystem storage in a temporary directory, no authentication, no TLS; this server: development mode, PostgreSQL, filesystem blob store, skopeo logged in as _token.\n");
     const ops = ["push big", "pull big", "push small", "pull small"];
@@ -228,29 +288,43 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     const ratio: string[][] = [];
     const of = (op: string, target: string) => samples.filter((s) => s.op === op && s.target === target);
     const cell = (n: number) => (Number.isFinite(n) ? (n >= 100 ? n.toFixed(0) : n.toPrecision(3)) : "");
-    for (const op of ops) {
-      const per: Record<string, { mbs: number; cpu: number; pg: number; client: number; rss: number; ips: number }> = {};
+    const x = (n: number) => `${n.toFixed(2)}×`;
+    for (const op of ops.filter((o) => samples.some((s) => s.op === o))) {
+      const per: Record<string, { mbs: number; cpu: number; user: number; sys: number; pg: number; client: number; clientUser: number; clientSys: number; rss: number; ips: number }> = {};
       for (const t of targets) {
         const s = of(op, t.name);
+        const perMb = (f: (x: Sample) => number) => median(s.map((x) => (f(x) * 1000) / (x.bytes / MB)));
         per[t.name] = {
           mbs: median(s.map((x) => x.bytes / MB / x.seconds)),
-          cpu: median(s.map((x) => (x.cpu.server! * 1000) / (x.bytes / MB))),
-          pg: t.meters.length > 1 ? median(s.map((x) => (x.cpu.PostgreSQL! * 1000) / (x.bytes / MB))) : NaN,
-          client: median(s.map((x) => (x.client * 1000) / (x.bytes / MB))),
+          cpu: perMb((x) => x.cpu.server!),
+          user: perMb((x) => x.serverUser),
+          sys: perMb((x) => x.serverSys),
+          pg: t.meters.length > 1 ? perMb((x) => x.cpu.PostgreSQL!) : NaN,
+          client: perMb((x) => x.clientUser + x.clientSys),
+          clientUser: perMb((x) => x.clientUser),
+          clientSys: perMb((x) => x.clientSys),
           rss: Math.max(...s.map((x) => x.peakRss)),
           ips: op.endsWith("small") ? median(s.map((x) => opts.images / x.seconds)) : NaN,
         };
         const p = per[t.name]!;
         const perImage = op.endsWith("small") ? smallBytes / MB / opts.images : NaN;
-        rows.push([op, t.name, cell(p.mbs), cell(p.ips), cell(p.cpu), cell(p.pg), cell(p.client), cell(p.cpu * perImage), cell(p.pg * perImage), mib(p.rss)]);
+        rows.push([op, t.name, cell(p.mbs), cell(p.ips), `${cell(p.cpu)} (${cell(p.user)} + ${cell(p.sys)})`, cell(p.pg), `${cell(p.client)} (${cell(p.clientUser)} + ${cell(p.clientSys)})`, cell(p.cpu * perImage), cell(p.pg * perImage), mib(p.rss)]);
       }
-      const a = per[targets[0]!.name]!;
-      const b = per[targets[1]!.name]!;
-      ratio.push([op, `${(a.mbs / b.mbs).toFixed(2)}×`, `${(a.cpu / b.cpu).toFixed(2)}×`, `${((a.cpu + (Number.isFinite(a.pg) ? a.pg : 0)) / b.cpu).toFixed(2)}×`, `${(a.rss / b.rss).toFixed(2)}×`]);
+      // Per round: a server's MB/s over Distribution's, and its server CPU per MB over Distribution's.
+      for (const t of targets.slice(0, -1)) {
+        const [a, b] = [of(op, t.name), of(op, distribution.name)];
+        const rounds = a.map((s) => [s, b.find((o) => o.round === s.round)] as const).filter((p): p is readonly [Sample, Sample] => p[1] !== undefined);
+        const speed = rounds.map(([s, o]) => o.seconds / s.seconds);
+        const cpu = rounds.map(([s, o]) => s.cpu.server! / o.cpu.server!);
+        const spread = (v: number[]) => `${x(Math.min(...v))} / ${x(median(v))} / ${x(Math.max(...v))}`;
+        const pa = per[t.name]!;
+        const pb = per[distribution.name]!;
+        ratio.push([t === targets[0] ? op : `${op} (${t.name})`, `${rounds.length}`, spread(speed), `${speed.filter((r) => r >= 1).length} of ${speed.length}`, spread(cpu), x((pa.cpu + (Number.isFinite(pa.pg) ? pa.pg : 0)) / pb.cpu), x(pa.client / pb.client), x(pa.rss / pb.rss)]);
+      }
     }
-    console.log(textTable(["operation", "server", "MB/s", "images/s", "server CPU ms/MB", "PostgreSQL CPU ms/MB", "skopeo CPU ms/MB", "server CPU ms/image", "PostgreSQL CPU ms/image", "peak RSS MiB"], rows));
-    console.log("\nThis server / Distribution:\n");
-    console.log(textTable(["operation", "MB/s", "server CPU/MB", "server+PostgreSQL CPU/MB", "peak RSS"], ratio));
+    console.log(textTable(["operation", "server", "MB/s", "images/s", "server CPU ms/MB (user + sys)", "PostgreSQL CPU ms/MB", "skopeo CPU ms/MB (user + sys)", "server CPU ms/image", "PostgreSQL CPU ms/image", "peak RSS MiB"], rows));
+    console.log("\nThis server (and the one before, with BENCH_BEFORE_ROOT) / Distribution, per round (min / median / max over the rounds; CPU: the servers' own, then with PostgreSQL and skopeo's, medians):\n");
+    console.log(textTable(["operation", "rounds", "MB/s", "rounds ≥ 1.00×", "server CPU/MB", "server+PostgreSQL CPU/MB", "skopeo CPU/MB", "peak RSS"], ratio));
     console.log(`\nPeak RSS (MiB) by blob size, one single-layer image pushed then pulled (RSS before: ${targets.map((t) => `${t.name} ${mib(rssBefore[t.name]!)}`).join(", ")}):\n`);
     console.log(
       textTable(

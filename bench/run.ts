@@ -24,8 +24,9 @@
 //     (PostgreSQL too; the cost of ListTags and ListAdvisories as the data grows, each plan choice)
 //   npm run bench -- replicas [--seconds 3] [--concurrency 16] [--rounds 3]   (the machine's PostgreSQL binaries: a
 //     primary and a streaming replica of its own; server CPU per read with and without, the replica's share)
-//   npm run bench -- oci [--rounds 3] [--mb 100] [--images 1000] [--memory-mb N,N,N] [--profile] [--top N]   (PostgreSQL
-//     too, and Debian's skopeo and docker-registry: push and pull against the Distribution registry; --memory-mb:
+//   npm run bench -- oci [--rounds 9] [--small-rounds 3] [--mb 100] [--images 200] [--memory-mb N,N,N] [--profile] [--top N]
+//     (PostgreSQL too, and Debian's skopeo and docker-registry: push and pull against the Distribution registry;
+//     --rounds: of the multi-layer image, --small-rounds: of the small images; --memory-mb:
 //     the single layers of the memory curve, default mb/10, mb, 5 mb; --profile: the server under --cpu-prof,
 //     its main thread per operation)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
@@ -50,7 +51,7 @@ import { benchReplicas } from "./replicas.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [replicas] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N] [--memory-mb N,N,N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [replicas] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N] [--small-rounds N] [--memory-mb N,N,N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -78,7 +79,8 @@ try {
       top: { type: "string" },
       pairs: { type: "string", default: "15" },
       mb: { type: "string", default: "100" },
-      images: { type: "string", default: "1000" },
+      images: { type: "string", default: "200" },
+      "small-rounds": { type: "string", default: "3" },
     },
   });
 } catch (err) {
@@ -110,6 +112,8 @@ if (
   !(mb >= 1) ||
   !Number.isInteger(images) ||
   images < 1 ||
+  !Number.isInteger(Number(values["small-rounds"])) ||
+  Number(values["small-rounds"]) < 0 ||
   !Number.isInteger(pairs) ||
   pairs < 1 ||
   (top !== undefined && (!Number.isInteger(top) || top < 1)) ||
@@ -155,7 +159,7 @@ const benches: Record<string, () => Promise<void>> = {
   perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   growth: () => benchGrowth({ only: values.only, sizes, seconds: seconds(3), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
-  oci: () => benchOci({ rounds: values.rounds === undefined ? 3 : Number(values.rounds), mb, images, memoryMb, profile: values.profile, top }),
+  oci: () => benchOci({ rounds: values.rounds === undefined ? 9 : Number(values.rounds), smallRounds: Number(values["small-rounds"]), mb, images, memoryMb, profile: values.profile, top }),
   replicas: () => benchReplicas({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
