@@ -292,7 +292,10 @@ describe("slow clients (slowloris)", () => {
       let t0 = 0;
       stream.on("close", () => (t0 = Date.now()));
       // A ping now and then keeps no request going: the session is still idle.
-      const pings = setInterval(() => session.ping(() => undefined), 100);
+      // Once the server has closed the session, a ping throws (ERR_HTTP2_INVALID_SESSION) before "close" is emitted.
+      const pings = setInterval(() => {
+        if (!session.closed && !session.destroyed) session.ping(() => undefined);
+      }, 100);
       session.on("close", () => {
         clearInterval(pings);
         resolve({ ms: Date.now() - t0, answer });
