@@ -31,6 +31,7 @@ import { listScopesOf, requireRuleAnywhere } from "../kernel/auth/index.js";
 import { notFound } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
 import { toDocuments, toResolvedVulnsReports, toVulnerabilityMetadata } from "./security-advisory.mapper.js";
 import { createSecurityAdvisoryStore } from "./security-advisory.store.js";
 import { documentFilterOf, MAX_DOCUMENT_ADVISORIES, metadataIdsOf, reportRequestOf, tooBroad } from "./security-advisory.validate.js";
@@ -43,32 +44,33 @@ const metadataList = defineListSpec({
 });
 
 export function securityAdvisoryBindings(deps: StoreDeps): ServiceBinding[] {
-  // Global data, read outside any unit of work: one store over the pool.
-  const store = createSecurityAdvisoryStore(deps.db);
+  // Global data, read outside any unit of work: the store over the database the call's reads go to (a
+  // replica's when replicas are configured, kernel/unit-of-work.ts storeFactory).
+  const store = storeFactory(deps.db, createSecurityAdvisoryStore);
 
   const impl: ServiceImpl<typeof SecurityAdvisoryService> = {
-    async listDocuments(req) {
-      const rows = await store.documents(documentFilterOf(req), MAX_DOCUMENT_ADVISORIES);
+    async listDocuments(req, ctx) {
+      const rows = await store(ctx).documents(documentFilterOf(req), MAX_DOCUMENT_ADVISORIES);
       if (!rows) throw tooBroad(req);
       return create(ListDocumentsResponseSchema, { documents: toDocuments(rows) });
     },
 
-    async listVulnerabilityMetadata(req) {
+    async listVulnerabilityMetadata(req, ctx) {
       const ids = metadataIdsOf(req);
       const plan = deps.lists.plan(req, metadataList, []);
-      const page = await store.metadata(plan, ids);
+      const page = await store(ctx).metadata(plan, ids);
       return create(ListVulnerabilityMetadataResponseSchema, { vulnerabilityMetadata: page.rows.map(toVulnerabilityMetadata), ...pageFields(page) });
     },
 
     async listResolvedVulnsReports(req, ctx) {
       await requireRuleAnywhere(ctx);
       const { start, end, refs } = reportRequestOf(req);
-      const visible = await store.visibleRepoNames(await listScopesOf(ctx), refs.flatMap((r) => r.repoNames));
+      const visible = await store(ctx).visibleRepoNames(await listScopesOf(ctx), refs.flatMap((r) => r.repoNames));
       const missing = refs.find((r) => !r.repoNames.some((n) => visible.has(n)));
       if (missing) throw notFound(RepoSchema.typeName, missing.repo, `No repo named ${JSON.stringify(missing.repo)} (image_refs[${missing.index}].repo) that the caller can see`);
 
-      const fixes = await store.fixedAdvisories([...new Set(refs.map((r) => r.packageName))], start, end);
-      const severities = await store.severities([...new Set(fixes.flatMap((f) => [f.advisoryId, ...f.aliases]))]);
+      const fixes = await store(ctx).fixedAdvisories([...new Set(refs.map((r) => r.packageName))], start, end);
+      const severities = await store(ctx).severities([...new Set(fixes.flatMap((f) => [f.advisoryId, ...f.aliases]))]);
       return create(ListResolvedVulnsReportsResponseSchema, { resolvedVulnsReports: toResolvedVulnsReports(fixes, severities) });
     },
   };

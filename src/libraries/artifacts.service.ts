@@ -24,6 +24,7 @@ import { requireRuleAnywhere } from "../kernel/auth/index.js";
 import { invalidArgument, notFound } from "../kernel/errors/index.js";
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
 import { toArtifact, toArtifactVersion } from "./artifacts.mapper.js";
 import { createArtifactStore } from "./artifacts.store.js";
 import { ecosystems as known } from "./ecosystems.js";
@@ -51,15 +52,16 @@ function checkEcosystems(list: readonly Ecosystem[]): Ecosystem[] {
 }
 
 export function artifactsBindings(deps: StoreDeps): ServiceBinding[] {
-  // Global data, read outside any unit of work: one store over the pool.
-  const artifacts = createArtifactStore(deps.db);
+  // Global data, read outside any unit of work: the store over the database the call's reads go to (a
+  // replica's when replicas are configured, kernel/unit-of-work.ts storeFactory).
+  const artifacts = storeFactory(deps.db, createArtifactStore);
 
   const impl: ServiceImpl<typeof ArtifactsService> = {
     async listArtifacts(req, ctx) {
       await requireRuleAnywhere(ctx);
       const ecosystems = checkEcosystems(req.ecosystems);
       const plan = deps.lists.plan(req, artifactList, []);
-      const page = await artifacts.list(plan, { ecosystems, query: req.query.trim(), none: req.cudaVersion !== undefined || req.remediated });
+      const page = await artifacts(ctx).list(plan, { ecosystems, query: req.query.trim(), none: req.cudaVersion !== undefined || req.remediated });
       return create(ListArtifactsResponseSchema, { artifacts: page.rows.map(toArtifact), ...pageFields(page) });
     },
 
@@ -67,15 +69,15 @@ export function artifactsBindings(deps: StoreDeps): ServiceBinding[] {
       await requireRuleAnywhere(ctx);
       if (!req.artifactId) throw invalidArgument({ field: "artifact_id", description: "required" });
       const plan = deps.lists.plan(req, artifactVersionList, []);
-      if (!(await artifacts.exists(req.artifactId))) throw notFound(ArtifactSchema.typeName, req.artifactId);
-      const page = await artifacts.listVersions(plan, req.artifactId);
+      if (!(await artifacts(ctx).exists(req.artifactId))) throw notFound(ArtifactSchema.typeName, req.artifactId);
+      const page = await artifacts(ctx).listVersions(plan, req.artifactId);
       return create(ListArtifactVersionsResponseSchema, { artifactVersions: page.rows.map(toArtifactVersion), ...pageFields(page) });
     },
 
     async getArtifactCount(req, ctx) {
       await requireRuleAnywhere(ctx);
       const ecosystems = checkEcosystems(req.ecosystems);
-      const counts = await artifacts.countByEcosystem(ecosystems);
+      const counts = await artifacts(ctx).countByEcosystem(ecosystems);
       return create(GetArtifactCountResponseSchema, { counts: ecosystems.map((e) => ({ ecosystem: e, totalCount: BigInt(counts.get(e) ?? 0) })) });
     },
   };

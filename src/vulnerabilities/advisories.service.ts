@@ -32,6 +32,7 @@ import { invalidArgument, notFound, type FieldViolation } from "../kernel/errors
 import { defineListSpec, pageFields } from "../kernel/list/index.js";
 import { UID_MAX_LENGTH, UIDP_MAX_IDS } from "../kernel/uidp.js";
 import { bindService, type StoreDeps, type ServiceBinding } from "../kernel/module.js";
+import { storeFactory } from "../kernel/unit-of-work.js";
 import { toAdvisory } from "./advisories.mapper.js";
 import { createAdvisoryStore, type AdvisoryFilter } from "./advisories.store.js";
 
@@ -115,15 +116,16 @@ function advisoryFilterOf(req: ListAdvisoriesRequest): AdvisoryFilter {
 }
 
 export function advisoriesBindings(deps: StoreDeps): ServiceBinding[] {
-  // Global data, read outside any unit of work: one store over the pool.
-  const store = createAdvisoryStore(deps.db);
+  // Global data, read outside any unit of work: the store over the database the call's reads go to (a
+  // replica's when replicas are configured, kernel/unit-of-work.ts storeFactory).
+  const store = storeFactory(deps.db, createAdvisoryStore);
 
   const impl: ServiceImpl<typeof AdvisoriesService> = {
     async getAdvisory(req, ctx) {
       await requireRuleAnywhere(ctx);
       if (req.uid === "") throw invalidArgument({ field: "uid", description: "is required" });
       if (req.uid.length > UID_MAX_LENGTH) throw invalidArgument({ field: "uid", description: `longer than ${UID_MAX_LENGTH} characters` });
-      const found = await store.find(req.uid);
+      const found = await store(ctx).find(req.uid);
       if (!found) throw notFound(AdvisorySchema.typeName, req.uid);
       return toAdvisory(found);
     },
@@ -132,7 +134,7 @@ export function advisoriesBindings(deps: StoreDeps): ServiceBinding[] {
       await requireRuleAnywhere(ctx);
       const filter = advisoryFilterOf(req);
       const plan = deps.lists.plan(req, advisoryList, []);
-      const page = await store.list(plan, filter);
+      const page = await store(ctx).list(plan, filter);
       return create(ListAdvisoriesResponseSchema, { advisories: page.rows.map(toAdvisory), ...pageFields(page) });
     },
   };

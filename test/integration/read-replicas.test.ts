@@ -14,11 +14,15 @@ import { Code } from "@connectrpc/connect";
 import postgres from "postgres";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SecurityAdvisoryService } from "../../gen/chainguard/platform/advisory/v2/advisory_pb.js";
 import { GroupsService } from "../../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { ArtifactsService, Ecosystem } from "../../gen/chainguard/platform/libraries/v2/artifacts_pb.js";
+import { ReposService } from "../../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { AdvisoriesService } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { destroyInstances, localPostgresUnavailable, startPrimary, startReplica, type PgInstance } from "../../scripts/cluster/postgres.js";
 import { openPostgres, type Database } from "../../src/db/client.js";
 import { readTarget, type ReplicaStatus } from "../../src/db/read-routing.js";
-import { call } from "../contract/harness.js";
+import { call, protocols } from "../contract/harness.js";
 import { until } from "../support/poll.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { seedWorld, type World } from "../support/world.js";
@@ -105,6 +109,31 @@ describe.skipIf(!!unavailable)("read replicas (PostgreSQL streaming replication)
     expect(body).toContain(`apiserver_db_replica_up{replica="127.0.0.1:${replica.port}"} 1`);
     expect(body).toMatch(/apiserver_db_replica_lag_seconds\{replica="[^"]+"\} [0-9.]+/);
     expect(body).toMatch(/apiserver_db_replica_lag_bytes\{replica="[^"]+"\} \d+/);
+  });
+
+  it("serves the read-only calls of every protocol from the replica, the global-data domains' too", async () => {
+    await until("the world on the replica", async () => (await getGroup(a, world.org, world.identity.viewer)).error?.code ?? "ok", (c) => c === "ok", DEADLINE_MS);
+    const auth = { authorization: `Bearer ${await a.token(world.identity.viewer)}` };
+    const reads = [
+      ["GetGroup", (p: (typeof protocols)[number]) => call(p, a.baseUrl, GroupsService.method.getGroup, { uid: world.org }, auth)],
+      ["ListRepos", (p: (typeof protocols)[number]) => call(p, a.baseUrl, ReposService.method.listRepos, { pageSize: 5 }, auth)],
+      ["ListAdvisories", (p: (typeof protocols)[number]) => call(p, a.baseUrl, AdvisoriesService.method.listAdvisories, { pageSize: 5 }, auth)],
+      ["ListArtifacts", (p: (typeof protocols)[number]) => call(p, a.baseUrl, ArtifactsService.method.listArtifacts, { ecosystems: [Ecosystem.JAVA], pageSize: 5 }, auth)],
+      ["GetArtifactCount", (p: (typeof protocols)[number]) => call(p, a.baseUrl, ArtifactsService.method.getArtifactCount, { ecosystems: [Ecosystem.JAVA] }, auth)],
+      ["ListDocuments", (p: (typeof protocols)[number]) => call(p, a.baseUrl, SecurityAdvisoryService.method.listDocuments, { cves: ["CVE-2024-0001"] }, auth)],
+      ["ListVulnerabilityMetadata", (p: (typeof protocols)[number]) => call(p, a.baseUrl, SecurityAdvisoryService.method.listVulnerabilityMetadata, { pageSize: 5 }, auth)],
+    ] as const;
+    const seen: string[] = [];
+    for (const protocol of protocols) {
+      for (const [name, read] of reads) {
+        const before = counts(a);
+        const out = await read(protocol);
+        expect(out.error, `${name} over ${protocol}`).toBeUndefined();
+        const after = counts(a);
+        seen.push(`${name} over ${protocol}: replica ${after.replica > before.replica ? "yes" : "no"}, primary ${after.primary === before.primary ? "no" : "yes"}`);
+      }
+    }
+    expect(seen).toEqual(protocols.flatMap((protocol) => reads.map(([name]) => `${name} over ${protocol}: replica yes, primary no`)));
   });
 
   it("sends a writer's reads to the primary, on every server, until the replica has the write", async () => {
