@@ -32,7 +32,7 @@
 // is written by the commit itself); the xid is. A snapshot only grows on a replica, so a transaction visible
 // in the polled snapshot is visible to the read that follows. A read-only call of an identity then costs
 // one index lookup on the primary (`read_positions` by identity: a few microseconds of the primary's time),
-// skipped for anonymous callers (they have no writes), when no replica is in rotation, and when this
+// one query for the calls that arrive together (positionLookups), skipped for anonymous callers (they have no writes), when no replica is in rotation, and when this
 // process itself made the identity's latest write and no replica has it yet (the call goes straight to the
 // primary). The decision is taken once per call, before its handler; all its reads go to the same place.
 //
@@ -54,6 +54,7 @@
 // Durability of the marks: the table is UNLOGGED, so a crash of the primary empties it. Replicas of a
 // crashed primary are rebuilt or re-synchronized in practice; meanwhile marks written before the crash are
 // lost, which the operations guide says (docs/replicas.md).
+import DataLoader from "dataloader";
 import { sql, type SQL } from "drizzle-orm";
 import type { Sql } from "postgres";
 import { isConnectionError, sqlStateOf } from "../kernel/errors/sqlstate.js";
@@ -224,6 +225,39 @@ export function endedIn(snapshot: Snapshot, xid: bigint): boolean {
   return xid < snapshot.xmin;
 }
 
+/**
+ * The read positions of identities, looked up in batches: concurrent calls share one query on the primary
+ * instead of one each. A call joins the next query to start, never one already running: that query's
+ * snapshot could have been taken before a write answered to the caller before this call arrived, and would
+ * miss the write's mark. So at most one query runs at a time, and the calls that arrive meanwhile wait for
+ * it to end and then go together in the next (DataLoader, no cache: a position is read afresh each call).
+ */
+export function positionLookups(query: (identities: string[]) => Promise<Map<string, bigint>>): DataLoader<string, bigint | undefined> {
+  let running = false;
+  let next: (() => void) | undefined;
+  return new DataLoader<string, bigint | undefined>(
+    async (identities) => {
+      running = true;
+      try {
+        const found = await query([...new Set(identities)]);
+        return identities.map((i) => found.get(i));
+      } catch (err) {
+        return identities.map(() => (err instanceof Error ? err : new Error(String(err))));
+      } finally {
+        running = false;
+        const dispatch = next;
+        next = undefined;
+        dispatch?.();
+      }
+    },
+    {
+      cache: false,
+      // The calls of this turn of the event loop go together; while a query runs, the batch waits for it.
+      batchScheduleFn: (dispatch) => (running ? (next = dispatch) : process.nextTick(dispatch)),
+    },
+  );
+}
+
 function withTimeout<T>(promise: PromiseLike<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
@@ -337,10 +371,13 @@ export function createReadRouter(opts: ReadRouterOptions): ReadRouter & { positi
   }, PRUNE_MS);
   pruner.unref();
 
-  const lookup = async (identity: string): Promise<bigint | undefined> => {
-    const rows = (await primary.pool.unsafe("select xid::text as xid from read_positions where identity = $1 and expire_time > now()", [identity], { prepare: true })) as unknown as { xid: string }[];
-    return rows[0] ? BigInt(rows[0].xid) : undefined;
-  };
+  const lookups = positionLookups(async (identities) => {
+    const rows = (await primary.pool.unsafe("select identity, xid::text as xid from read_positions where identity = any($1::text[]) and expire_time > now()", [identities], {
+      prepare: true,
+    })) as unknown as { identity: string; xid: string }[];
+    return new Map(rows.map((r) => [r.identity, BigInt(r.xid)]));
+  });
+  const lookup = (identity: string): Promise<bigint | undefined> => lookups.load(identity);
 
   const choose = async (identity: string | undefined): Promise<Replica | undefined> => {
     const now = Date.now();

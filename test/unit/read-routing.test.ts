@@ -1,7 +1,7 @@
 // The pure parts of read routing (db/read-routing.ts): positions, snapshots, and which transaction a
 // replica's snapshot shows as ended.
 import { describe, expect, it } from "vitest";
-import { endedIn, parseLsn, parseSnapshot, positionTtlMs, recordEndOf } from "../../src/db/read-routing.js";
+import { endedIn, parseLsn, parseSnapshot, positionTtlMs, recordEndOf, positionLookups } from "../../src/db/read-routing.js";
 import { servedServices } from "../../src/kernel/descriptors.js";
 import { WRITING_SERVICES } from "../../src/server/app.js";
 
@@ -47,5 +47,61 @@ describe("read routing", () => {
   it("names served services as the ones that write outside units of work", () => {
     const served = new Set(servedServices.map((s) => s.typeName));
     for (const name of WRITING_SERVICES) expect(served.has(name)).toBe(true);
+  });
+});
+
+describe("read position lookups", () => {
+  /** A query whose answers the test releases one at a time; it records what each query was asked. */
+  function controlledQuery() {
+    const asked: string[][] = [];
+    const pending: (() => void)[] = [];
+    const query = (identities: string[]) =>
+      new Promise<Map<string, bigint>>((resolve) => {
+        asked.push(identities);
+        pending.push(() => resolve(new Map(identities.filter((i) => i !== "nobody").map((i, n) => [i, BigInt(n + 1)]))));
+      });
+    return { asked, query, release: () => pending.shift()!() };
+  }
+  const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+  it("asks once for the calls of one turn, each identity once", async () => {
+    const q = controlledQuery();
+    const loads = positionLookups(q.query);
+    const answers = Promise.all(["a", "b", "a", "nobody"].map((i) => loads.load(i)));
+    await tick();
+    expect(q.asked).toEqual([["a", "b", "nobody"]]);
+    q.release();
+    expect(await answers).toEqual([1n, 2n, 1n, undefined]);
+  });
+
+  it("never joins a query already running: the calls that arrive meanwhile go together in the next, started after it ends", async () => {
+    const q = controlledQuery();
+    const loads = positionLookups(q.query);
+    const first = loads.load("a");
+    await tick();
+    expect(q.asked).toEqual([["a"]]);
+    // Arrive while the first query runs: a write answered just before could be missing from its snapshot.
+    const later = [loads.load("a"), loads.load("b")];
+    await tick();
+    const third = loads.load("c");
+    await tick();
+    expect(q.asked).toEqual([["a"]]);
+    q.release();
+    expect(await first).toBe(1n);
+    await tick();
+    expect(q.asked).toEqual([["a"], ["a", "b", "c"]]);
+    q.release();
+    expect(await Promise.all([...later, third])).toEqual([1n, 2n, 3n]);
+  });
+
+  it("fails every call of a batch whose query fails, and the next batch runs", async () => {
+    let fail = true;
+    const loads = positionLookups(async (ids) => {
+      if (fail) throw new Error("primary gone");
+      return new Map(ids.map((i) => [i, 7n]));
+    });
+    await expect(Promise.all([loads.load("a"), loads.load("b")])).rejects.toThrow("primary gone");
+    fail = false;
+    expect(await loads.load("a")).toBe(7n);
   });
 });
