@@ -222,7 +222,11 @@ describe("retries", () => {
         body: JSON.stringify({ name: "doomed" }),
       });
       const [row] = await until("failed", () => brief.database.db.select().from(eventDeliveries).where(eq(eventDeliveries.subscriptionUid, subscription)), (rs) => rs[0]?.state === "failed", 10_000);
-      expect(row!.attempts).toBeGreaterThanOrEqual(2);
+      // Given up only once the delivery was retryForMs old, however many attempts fitted in that time: on a
+      // loaded machine the first attempt can come after the period, and is then the only one (retries
+      // within the period are the test of three attempts above).
+      expect(row!.attempts).toBeGreaterThanOrEqual(1);
+      expect(row!.doneTime!.getTime() - row!.createTime.getTime()).toBeGreaterThanOrEqual(300);
       expect(row!.lastError).toMatch(/^HTTP 503/);
       expect(brief.events!.stats.failed).toBe(1);
       const problems = await brief.database.db.execute(sql`SELECT subscription_uid, state, event_type, last_status FROM event_delivery_problems`);
