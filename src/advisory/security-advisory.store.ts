@@ -1,17 +1,18 @@
 // Reads of the global advisory data for SecurityAdvisoryService: advisory documents (the adv tables, written
 // by the YAML importer), OSV records (written by import-osv), and which repos of the registry a caller sees
 // (for resolved-vulnerability reports). Read-only: nothing here writes.
-import { and, asc, eq, gte, inArray, lte, or, type SQL } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, lte, or, sql } from "drizzle-orm";
 import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
-import { advisories, advisoryEvents, advisoryNamedBy, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
+import { advisories, advisoryEvents, advisoryNamedByAny, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
+import { hotStatement } from "../kernel/prepared-rows.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
 import type { Executor } from "../kernel/store.js";
 
 export interface DocumentFilter {
   /** The package (Document.id); undefined for any. */
   packageName: string | undefined;
-  /** Advisory ids or aliases, any of which an advisory must carry; empty for any. */
+  /** Advisory ids or aliases, any of which an advisory must carry; empty for any (but one of the two is needed). */
   cves: readonly string[];
 }
 
@@ -33,7 +34,42 @@ export interface FixedAdvisoryRow {
 
 const metadataOrder = { uid: osvRecords.id, id: osvRecords.id } as const;
 
+/** Which filters a ListDocuments read has: the package, the cves, or both (the request needs one). */
+type DocumentShape = "package" | "cves" | "package_cves";
+
+/**
+ * The ListDocuments read of a shape, as one named statement (kernel/prepared-rows.ts, hotStatement) whose
+ * text does not depend on the values: the package, the cves as one text[] parameter whatever their number,
+ * and the limit. The matching advisories (at most `limit`, in (package, advisory id) order), then their
+ * events joined. A cve matches an advisory id or an alias: the aliases read from advisory_aliases by btree,
+ * `alias = any($cves)`, which a plan made without the values estimates at about one row per element of an
+ * array of 10 (PostgreSQL's guess for an array it does not know), so a generic plan stays an index lookup.
+ */
+function documentsStatement(db: Executor, shape: DocumentShape) {
+  const cves = sql`${sql.placeholder("cves")}::text[]`;
+  const byPackage = shape === "cves" ? undefined : eq(advisories.package, sql.placeholder("package"));
+  const byCve = shape === "package" ? undefined : or(advisoryNamedByAny(cves), sql`${advisories.advisoryId} = any(${cves})`);
+  const matched = db.$with("matched").as(
+    db
+      .select({ uid: advisories.uid, package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases })
+      .from(advisories)
+      .where(and(byPackage, byCve))
+      .orderBy(asc(advisories.package), asc(advisories.advisoryId))
+      .limit(sql.placeholder("limit")),
+  );
+  return hotStatement(
+    db
+      .with(matched)
+      .select({ uid: matched.uid, package: matched.package, advisoryId: matched.advisoryId, aliases: matched.aliases, event: advisoryEvents })
+      .from(matched)
+      .leftJoin(advisoryEvents, eq(advisoryEvents.advisoryUid, matched.uid))
+      .orderBy(asc(matched.package), asc(matched.advisoryId), asc(advisoryEvents.ordinal))
+      .prepare(`advisory_documents_${shape}`),
+  );
+}
+
 export function createSecurityAdvisoryStore(db: Executor) {
+  const documentStatements = new Map<DocumentShape, ReturnType<typeof documentsStatement>>();
   return {
     /**
      * The advisories matching the filter, each with its events (oldest first), ordered by package then
@@ -41,25 +77,13 @@ export function createSecurityAdvisoryStore(db: Executor) {
      * broad rather than answer with a part).
      */
     async documents(filter: DocumentFilter, limit: number): Promise<DocumentAdvisoryRow[] | undefined> {
-      // An advisory id or an alias equal to a cve: the aliases read from advisory_aliases by btree (estimated
-      // at about one row per cve with or without the values), not `aliases && $1` over the GIN index (0.5% of
-      // the table either way, which under a generic plan walked every advisory in (package, advisory id) order).
-      const byCve: SQL | undefined = filter.cves.length > 0 ? or(advisoryNamedBy(filter.cves), inArray(advisories.advisoryId, [...filter.cves])) : undefined;
-      // One statement: the matching advisories (at most limit + 1), then their events joined.
-      const matched = db.$with("matched").as(
-        db
-          .select({ uid: advisories.uid, package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases })
-          .from(advisories)
-          .where(and(filter.packageName !== undefined ? eq(advisories.package, filter.packageName) : undefined, byCve))
-          .orderBy(asc(advisories.package), asc(advisories.advisoryId))
-          .limit(limit + 1),
-      );
-      const rows = await db
-        .with(matched)
-        .select({ uid: matched.uid, package: matched.package, advisoryId: matched.advisoryId, aliases: matched.aliases, event: advisoryEvents })
-        .from(matched)
-        .leftJoin(advisoryEvents, eq(advisoryEvents.advisoryUid, matched.uid))
-        .orderBy(asc(matched.package), asc(matched.advisoryId), asc(advisoryEvents.ordinal));
+      const shape: DocumentShape | undefined =
+        filter.packageName === undefined ? (filter.cves.length === 0 ? undefined : "cves") : filter.cves.length === 0 ? "package" : "package_cves";
+      // The request's check (documentFilterOf) asks for one of them: every advisory is never an answer.
+      if (shape === undefined) throw new Error("documents: name a package or cves");
+      let statement = documentStatements.get(shape);
+      if (!statement) documentStatements.set(shape, (statement = documentsStatement(db, shape)));
+      const rows = await statement.execute({ package: filter.packageName ?? "", cves: [...filter.cves], limit: limit + 1 });
       const out: DocumentAdvisoryRow[] = [];
       for (const r of rows) {
         let last = out[out.length - 1];

@@ -211,16 +211,26 @@ function expectOneBoundedAliasLookup(seen: Parameters<typeof nodes>[0][]): void 
 describe.skipIf(!url)("ListDocuments by CVE under a generic plan (PostgreSQL)", () => {
   // The same lookup for advisory.v2's ListDocuments (an advisory id or an alias equal to a cve): over the
   // aliases array's GIN index a generic plan estimated `aliases && $1` at 0.5% of the table; the alias table's
-  // btree equality is estimated at about one row under either plan choice.
-  it.each(MODES)("estimates the advisories of one cve at a few rows and reads a bounded set (%s)", async (mode) => {
+  // btree equality is estimated at about one row per cve under either plan choice. The read is a named
+  // statement of the connection, one for every number of cves (they travel as one array): with
+  // force_generic_plan every run of it uses its generic plan.
+  it.each(MODES)("estimates the advisories of one cve at a few rows and reads a bounded set, one named statement for any number of cves (%s)", async (mode) => {
     if (explainable !== "yes") return expect.soft(explainable, "the plans are read through auto_explain").toBe("yes");
-    const store = createSecurityAdvisoryStore(drizzle(clients.get(mode)!));
-    for (let i = 0; i < 6; i++) await store.documents({ packageName: undefined, cves: [`CVE-2024-${i + 1}`] }, MAX_DOCUMENT_ADVISORIES);
+    const client = clients.get(mode)!;
+    const store = createSecurityAdvisoryStore(drizzle(client));
+    for (let i = 0; i < 6; i++) {
+      const cves = Array.from({ length: i + 1 }, (_, j) => `CVE-2024-${j + 1}`);
+      expect((await store.documents({ packageName: undefined, cves }, MAX_DOCUMENT_ADVISORIES))?.length).toBe(i + 1);
+    }
     const seen = await plansOf(async () => {
       const rows = await store.documents({ packageName: undefined, cves: ["GHSA-4242"] }, MAX_DOCUMENT_ADVISORIES);
       expect(rows?.map((r) => r.uid)).toEqual(["pkg-242:CGA-4242"]);
     });
     expectOneBoundedAliasLookup(seen);
+    const statements = await client<{ generic: string; custom: string }[]>`
+      select generic_plans::text as generic, custom_plans::text as custom from pg_prepared_statements where statement like 'with "matched"%'`;
+    const runs = mode === "force_generic_plan" ? { generic: "7", custom: "0" } : { generic: "0", custom: "7" };
+    expect(statements.map((s) => ({ ...s }))).toEqual([runs]);
   });
 });
 

@@ -11,9 +11,9 @@
 //   `type` is the EventTypeFilter value; `data` the event's data as read from the file (keys as in the file).
 // - advisory_aliases: one row per (alias, advisory), the advisories' `aliases` arrays unnested, kept by
 //   triggers on advisories (migration advisory_aliases_triggers), so every writer (the importer, a bulk load
-//   in SQL) keeps it. ListAdvisories' alias filter and ListDocuments' cve filter read it by btree
-//   (advisoryNamedBy): an equality a plan made without the value still estimates at about one row, where
-//   `aliases && $1` over the GIN index has no estimate (0.5% of the table, with or without the value).
+//   in SQL) keeps it. ListAdvisories' alias filter (advisoryNamedBy) and ListDocuments' cve filter
+//   (advisoryNamedByAny) read it by btree: an equality a plan made without the value still estimates at about
+//   one row, where `aliases && $1` over the GIN index has no estimate (0.5% of the table, with or without the value).
 // - osv_records: OSV records (ossf/osv-schema) by id, for vulnerability metadata and the severities of the
 //   advisories whose aliases name them; `content_hash` as above.
 import { getTableName, isNull, sql, type SQL } from "drizzle-orm";
@@ -161,6 +161,16 @@ export function advisoryNamedBy(aliases: readonly (string | SQL)[]): SQL {
     sql`, `,
   );
   return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} in (${values})))`;
+}
+
+/**
+ * advisoryNamedBy over one text[] value (a parameter whatever the number of aliases): `alias = any($1)`, which
+ * a plan made without the value estimates at about one row per element of an array of 10 (PostgreSQL's guess
+ * for an array it cannot see).
+ */
+export function advisoryNamedByAny(aliases: SQL): SQL {
+  const qualified = (c: AnyPgColumn) => sql`${sql.identifier(getTableName(c.table))}.${sql.identifier(c.name)}`;
+  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} = any(${aliases})))`;
 }
 
 export type AdvisoryDocumentRow = typeof advisoryDocuments.$inferSelect;
