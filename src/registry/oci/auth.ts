@@ -24,7 +24,8 @@ import { createCandidateAccess, mintToken, verifyOwnToken, type Access, type Aut
 import { parseAuthorization } from "../../kernel/authorization-header.js";
 import { log } from "../../kernel/log.js";
 import type { AccessDecision, RegistryAction, RegistryAuthorizer, RepositoryTarget } from "./contracts.js";
-import { isValidName } from "./names.js";
+import { isRootUid } from "../../kernel/uidp.js";
+import { isValidName, splitName } from "./names.js";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
@@ -90,7 +91,7 @@ function credentialsOf(req: Req): Credentials {
 interface Caller {
   access: Access | undefined;
   /** A registry token's grants by repository name; undefined for a platform token (its capabilities decide). */
-  claimed: Map<string, Set<RegistryAction>> | undefined;
+  claimed: ReadonlyMap<string, ReadonlySet<RegistryAction>> | undefined;
 }
 
 function claimedAccess(payload: Record<string, unknown>): Map<string, Set<RegistryAction>> | undefined {
@@ -106,6 +107,19 @@ function claimedAccess(payload: Record<string, unknown>): Map<string, Set<Regist
 
 class Refused extends Error {}
 
+/** A token's payload as the registry reads it, before verification. */
+interface Decoded {
+  /** Its audience is the registry service (a registry token), not the issuer (a platform token). */
+  forRegistry: boolean;
+  /** A registry token minted for a caller without credentials. */
+  anonymous: boolean;
+  /** A registry token's `access` claim (undefined: none, or a platform token). */
+  claimed: ReadonlyMap<string, ReadonlySet<RegistryAction>> | undefined;
+}
+
+/** Tokens whose decoded payload is remembered. */
+const DECODED_TOKENS = 10_000;
+
 export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthorizer & {
   /** The caller of a request's credentials (undefined access: anonymous); throws Refused for bad credentials. */
   callerOf(req: Req): Promise<Caller>;
@@ -118,7 +132,13 @@ export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthor
     (scope ? `,scope="repository:${scope.repository}:${scope.actions.join(",")}"` : "") +
     (error ? `,error="${error}"` : "");
 
-  async function callerOfToken(token: string): Promise<Caller> {
+  // What a token's payload says before it is verified (decoded once per token: a client sends the same token
+  // on each request of a push or pull). Only the decoding is remembered; every request still verifies the
+  // token (the authenticators remember their own verification, until the token's expiry).
+  const decoded = new Map<string, Decoded>();
+  const decode = (token: string): Decoded => {
+    const known = decoded.get(token);
+    if (known) return known;
     let payload: Record<string, unknown>;
     try {
       payload = decodeJwt(token);
@@ -127,17 +147,25 @@ export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthor
     }
     const aud = payload.aud;
     const forRegistry = aud === deps.service || (Array.isArray(aud) && aud.includes(deps.service));
-    if (forRegistry && payload.sub === ANONYMOUS) {
+    const d: Decoded = { forRegistry, anonymous: forRegistry && payload.sub === ANONYMOUS, claimed: forRegistry ? claimedAccess(payload) : undefined };
+    if (decoded.size >= DECODED_TOKENS) decoded.delete(decoded.keys().next().value!);
+    decoded.set(token, d);
+    return d;
+  };
+
+  async function callerOfToken(token: string): Promise<Caller> {
+    const { forRegistry, anonymous, claimed } = decode(token);
+    if (anonymous) {
       try {
         await verifyOwnToken(deps.keys, token, { issuer: deps.issuerUrl, audience: deps.service });
       } catch {
         throw new Refused("the token does not verify");
       }
-      return { access: undefined, claimed: claimedAccess(payload) ?? new Map() };
+      return { access: undefined, claimed: claimed ?? new Map() };
     }
     try {
       const candidates = await (forRegistry ? deps.registry : deps.platform).authenticate(token);
-      return { access: createCandidateAccess(candidates), claimed: forRegistry ? claimedAccess(payload) : undefined };
+      return { access: createCandidateAccess(candidates), claimed };
     } catch (err) {
       log.debug("registry credentials refused", { err });
       throw new Refused("the token is not valid for this registry");
@@ -162,6 +190,20 @@ export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthor
       else if (caller.access && at !== "" && (await caller.access.holds(at, ACTION_CAPABILITIES[action]))) granted.add(action);
     }
     return granted;
+  }
+
+  /**
+   * The target of a token request's scope without reading it, when the name's organization is written as its
+   * uid and the caller holds every asked action's capabilities on that organization: what is held there is
+   * held on each repo in it (its grants reach them), whether the repo exists or is public, so the repo's row
+   * would change nothing the token grants. Else undefined: the name is resolved (by name, or for what the
+   * repo's row decides: public pulls, repos a caller may only reach below the organization).
+   */
+  async function heldOnOrganization(caller: Caller, name: string, asked: readonly RegistryAction[]): Promise<RepositoryTarget | undefined> {
+    const { organization } = splitName(name);
+    if (!caller.access || asked.length === 0 || !isRootUid(organization)) return undefined;
+    for (const action of asked) if (!(await caller.access.holds(organization, ACTION_CAPABILITIES[action]))) return undefined;
+    return { name, groupUid: organization };
   }
 
   async function mayCreateRepo(caller: Caller, target: RepositoryTarget): Promise<boolean> {
@@ -245,7 +287,7 @@ export function createRegistryAuthorizer(deps: RegistryAuthDeps): RegistryAuthor
         if (!m || !isValidName(m[1]!)) continue; // scopes of other kinds (registry:catalog:*) grant nothing
         const name = m[1]!;
         const asked = [...new Set(m[2]!.split(",").flatMap((a) => (a === "*" ? ACTIONS : ACTIONS.includes(a as RegistryAction) ? [a as RegistryAction] : [])))];
-        const target = await deps.resolve(name);
+        const target = (await heldOnOrganization(caller, name, asked)) ?? (await deps.resolve(name));
         const granted = target ? [...(await grantedTo({ ...caller, claimed: undefined }, target, asked))] : [];
         if (target && caller.access) {
           const at = target.groupUid;
