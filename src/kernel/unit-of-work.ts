@@ -11,7 +11,9 @@
 // Writes that arrive outside the API's methods (a login through an identity provider, an invite accepted, a
 // SCIM write) run through the same helper as the interceptor, runUnitOfWork, and so keep the same rules.
 // Events no API method describes (the registry's pushes and pulls) are built by their domain and written by
-// recordEvents, the outbox's one writer.
+// recordEvents, the outbox's one writer, or, where the change and its event are one statement, embedded in
+// that statement by outboxInsert (the same columns and values).
+import { sql, type SQL } from "drizzle-orm";
 import { create, type DescMethod, type Message, type Registry } from "@bufbuild/protobuf";
 import { createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { readTarget, recordWriters, routesReads } from "../db/read-routing.js";
@@ -180,4 +182,20 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
  */
 export async function recordEvents(db: Executor, events: readonly OutboxEvent[]): Promise<void> {
   if (events.length > 0) await db.insert(outboxEvents).values([...events]);
+}
+
+/**
+ * recordEvents's insert of one event as SQL, for a write whose change and event run as one statement (a
+ * data-modifying WITH query: one round trip, one commit, the two committed together or not at all).
+ * `bodyMerge`: a jsonb object that statement computes, merged into the body (a value only the statement learns,
+ * such as the digest a tag pointed at before it moved). `from`: a FROM clause for the values (a WITH query's
+ * name, so that it is evaluated with the insert).
+ */
+export function outboxInsert(event: OutboxEvent, opts: { bodyMerge?: SQL; from?: SQL } = {}): SQL {
+  const body = event.body === null ? sql`null::jsonb` : sql`${JSON.stringify(event.body)}::jsonb`;
+  const c = outboxEvents;
+  const columns = [c.type, c.subject, c.groupUid, c.audience, c.method, c.actor, c.body, c.bodyType, c.extensions].map((col) => sql.identifier(col.name));
+  return sql`insert into ${outboxEvents} (${sql.join(columns, sql`, `)}) select ${event.type}::text, ${event.subject}::text, ${event.groupUid}::text, ${event.audience}::smallint, ${event.method}::text, ${event.actor}::text, ${
+    opts.bodyMerge ? sql`${body} || ${opts.bodyMerge}` : body
+  }, ${event.bodyType}::text, ${JSON.stringify(event.extensions)}::jsonb${opts.from ? sql` from ${opts.from}` : sql``}`;
 }

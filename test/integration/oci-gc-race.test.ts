@@ -3,7 +3,7 @@
 // between the route's seeing it and its link committing would leave a link to nothing. Here a real collection
 // (grace period 0, references from the database) runs at exactly that moment, on every storage backend: the
 // store is wrapped so that the first time the route learns the trapped digest is stored (a stat that finds it,
-// or a commit that keeps the blob already there), the collection runs before the route goes on. Whatever the
+// or a commit or a put that keeps the blob already there), the collection runs before the route goes on. Whatever the
 // route then answers, what it says is there must be there.
 import { createHash } from "node:crypto";
 import { and, eq } from "drizzle-orm";
@@ -37,6 +37,15 @@ function trapped(store: BlobStore) {
           const found = await target.stat(digest);
           if (found) await spring(digest);
           return found;
+        };
+      }
+      if (prop === "put" && target.put) {
+        // Storing bytes held in memory (a manifest) in one step: false when it kept the blob already there.
+        const put = target.put.bind(target);
+        return async (digest: string, bytes: Buffer) => {
+          const stored = await put(digest, bytes);
+          if (!stored) await spring(digest);
+          return stored;
         };
       }
       if (prop === "commit") {

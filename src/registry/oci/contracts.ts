@@ -44,6 +44,17 @@ export interface BlobStore {
    * blob already exists, the upload is discarded and the existing blob kept.
    */
   commit(id: string, digest: string): Promise<void>;
+  /**
+   * Optional (the filesystem store): stores bytes held in memory (a manifest) as the blob `digest` in one step,
+   * instead of an upload started, appended to and committed. Resolves true when it stored them, false when the
+   * blob was stored already (kept as it is, with its old time).
+   */
+  put?(digest: string, bytes: Buffer): Promise<boolean>;
+  /**
+   * Optional (the filesystem store): a committed blob's bytes when it has at most `limit` of them (undefined
+   * when it has more), read whole into one buffer. Rejects when absent.
+   */
+  readSmall?(digest: string, limit: number): Promise<Buffer | undefined>;
   /** Discards an upload; an absent upload is not an error. */
   abort(id: string): Promise<void>;
   /** Every upload in progress, with the time it last grew (cleanup removes abandoned ones). */

@@ -5,7 +5,9 @@
 //
 // Appends to one upload are serialized in this process; the offset check makes a second writer (another
 // replica, a retried request) fail with UploadOffsetError instead of interleaving bytes.
-import { mkdir, open, readdir, rename, rm, stat, truncate, type FileHandle } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { constants } from "node:fs";
+import { mkdir, open, readdir, rename, rm, stat, truncate, writeFile, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { finished, pipeline } from "node:stream/promises";
@@ -41,6 +43,8 @@ const APPEND_BATCH = 1 << 20;
 class BatchedAppend extends Writable {
   #chunks: Buffer[] = [];
   #held = 0;
+  /** Bytes written to the file so far. */
+  written = 0;
   constructor(private readonly handle: FileHandle) {
     super({ highWaterMark: 4 * APPEND_BATCH });
   }
@@ -72,6 +76,7 @@ class BatchedAppend extends Writable {
     this.#held = 0;
     while (left > 0) {
       const { bytesWritten } = await this.handle.writev(chunks);
+      this.written += bytesWritten;
       left -= bytesWritten;
       if (left === 0) break;
       // A short write: what is left of the chunks, from the first byte not written.
@@ -195,6 +200,16 @@ export function createFsBlobStore(root: string): BlobStore {
     });
     return run;
   };
+  /** rename(2) into the blob's directory, made first only when missing (the 256 per algorithm exist early on). */
+  const renameInto = async (from: string, to: string) => {
+    try {
+      await rename(from, to);
+    } catch (err) {
+      if (!isMissing(err)) throw err;
+      await mkdir(join(to, ".."), { recursive: true });
+      await rename(from, to);
+    }
+  };
   let made: Promise<void> | undefined;
   const ensureDirs = () => (made ??= Promise.all([mkdir(blobsDir, { recursive: true }), mkdir(uploadsDir, { recursive: true })]).then(() => undefined));
 
@@ -273,25 +288,37 @@ export function createFsBlobStore(root: string): BlobStore {
     async append(id, offset, data) {
       const path = uploadPath(id);
       return serialized(id, async () => {
-        let size: number;
+        let handle: FileHandle;
         try {
-          size = (await stat(path)).size;
+          // Appending, never creating: an upload that is not there stays not there.
+          handle = await open(path, constants.O_WRONLY | constants.O_APPEND);
         } catch (err) {
           if (isMissing(err)) throw new Error(`no upload ${id}`);
           throw err;
         }
+        let size: number;
+        try {
+          size = (await handle.stat()).size;
+        } catch (err) {
+          await handle.close();
+          throw err;
+        }
         if (size !== offset) {
+          await handle.close();
           data.resume(); // the chunk is not staged: let its bytes go
           throw new UploadOffsetError(size);
         }
+        // The new size is the offset and the bytes written (appends to an upload are serialized here, and the
+        // size was checked above): no stat after.
+        const appending = new BatchedAppend(handle);
         try {
-          await pipeline(data, new BatchedAppend(await open(path, "a")));
+          await pipeline(data, appending);
         } catch (err) {
           // A chunk cut short stages nothing: the upload goes back to where it was.
           await truncate(path, offset).catch(() => {});
           throw err;
         }
-        return (await stat(path)).size;
+        return offset + appending.written;
       });
     },
 
@@ -325,9 +352,47 @@ export function createFsBlobStore(root: string): BlobStore {
           await rm(from, { force: true });
           return;
         }
-        await mkdir(join(to, ".."), { recursive: true });
-        await rename(from, to);
+        await renameInto(from, to);
       });
+    },
+
+    async put(digest, bytes) {
+      const to = blobPath(digest);
+      try {
+        await stat(to);
+        return false; // stored already: kept as it is
+      } catch (err) {
+        if (!isMissing(err)) throw err;
+      }
+      await ensureDirs();
+      // Written whole under a name of its own, then renamed into place: never readable in part.
+      const staged = join(uploadsDir, randomUUID());
+      await writeFile(staged, bytes, { flag: "wx" });
+      try {
+        await renameInto(staged, to);
+      } catch (err) {
+        await rm(staged, { force: true });
+        throw err;
+      }
+      return true;
+    },
+
+    async readSmall(digest, limit) {
+      const handle = await open(blobPath(digest), "r");
+      try {
+        const { size } = await handle.stat();
+        if (size > limit) return undefined;
+        const buf = Buffer.allocUnsafe(size);
+        let at = 0;
+        while (at < size) {
+          const { bytesRead } = await handle.read(buf, at, size - at, at);
+          if (bytesRead === 0) throw new Error(`the blob ${digest} ends at ${at}, before its size ${size}`);
+          at += bytesRead;
+        }
+        return buf;
+      } finally {
+        await handle.close();
+      }
     },
 
     async abort(id) {

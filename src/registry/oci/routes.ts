@@ -21,7 +21,6 @@ import { constants as http2constants } from "node:http2";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { create } from "@bufbuild/protobuf";
-import { sql } from "drizzle-orm";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { Counter, type Registry } from "prom-client";
 import { CreateRepoRequestSchema, ReposService } from "../../../gen/chainguard/platform/registry/v2/repos_pb.js";
@@ -32,8 +31,9 @@ import { registry as descriptorRegistry } from "../../kernel/descriptors.js";
 import { BodyTooLargeError, readBody } from "../../kernel/http-body.js";
 import { log } from "../../kernel/log.js";
 import type { HttpRoute } from "../../kernel/module.js";
+import type { OutboxEvent } from "../../kernel/outbox.js";
 import type { RequestRecord } from "../../kernel/request.js";
-import { runUnitOfWork } from "../../kernel/unit-of-work.js";
+import { recordEvents, runUnitOfWork } from "../../kernel/unit-of-work.js";
 import { recordWriters } from "../../db/read-routing.js";
 import { isRecord } from "../../kernel/records.js";
 import { IMAGE_CONFIG_TYPES, INDEX_TYPES, MANIFEST_TYPES, MEDIA_TYPES, platformText } from "../oci-media.js";
@@ -43,7 +43,7 @@ import type { RegistryAuth } from "./auth.js";
 import { UploadOffsetError, type AccessDecision, type BlobSend, type BlobStore, type RegistryAction, type RepositoryTarget } from "./contracts.js";
 import { ManifestContentCache } from "./manifest-cache.js";
 import { isSupportedDigest, isTag, isValidName, looksLikeDigest, parseV2Path, splitName, type V2Path } from "./names.js";
-import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, type ManifestPut, type RegistryEventBody, type ResolvedWith } from "./store.js";
+import { civilDateTime, createOciStore, PULL_EVENT, PUSH_EVENT, registryEvent, type ManifestPut, type RegistryEventBody, type ResolvedWith } from "./store.js";
 
 type Req = http.IncomingMessage | http2.Http2ServerRequest;
 type Res = http.ServerResponse | http2.Http2ServerResponse;
@@ -217,21 +217,14 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   async function recordPull(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, body: Pick<RegistryEventBody, "digest" | "type" | "tag">) {
     counters?.pulls.inc({ type: body.type });
     const event: RegistryEventBody = { ...eventBase(req, target, repoUid), method: req.method ?? "GET", ...body };
-    await db
-      .transaction(async (tx) => {
-        await Promise.all([
-          tx.execute(sql`set local synchronous_commit = off`),
-          createOciStore(tx).recordEvent(PULL_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", event),
-        ]);
-      })
+    await store
+      .recordPull(registryEvent(PULL_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", event))
       .catch((err: unknown) => log.warn("registry: pull event not recorded", { repo: repoUid, err }));
   }
 
-  async function recordBlobPush(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, digest: string) {
-    counters?.pushes.inc({ type: "blob" });
-    await store
-      .recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), display_name: splitName(target.name).repo, digest, type: "blob" })
-      .catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
+  /** A blob push's event (recorded with the blob's link to the repo, in one statement). */
+  function blobPushed(req: Req, target: RepositoryTarget, repoUid: string, actor: string | undefined, digest: string) {
+    return registryEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, actor ?? "", { ...eventBase(req, target, repoUid), display_name: splitName(target.name).repo, digest, type: "blob" });
   }
 
   /** The repo of a push, created when missing and the caller may create repos. */
@@ -278,10 +271,10 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     return `${alg}:${hash.digest("hex")}`;
   }
 
-  async function finishUpload(id: string, size: number, digest: string, repoUid: string): Promise<void> {
+  async function finishUpload(id: string, size: number, digest: string, repoUid: string, pushed: OutboxEvent): Promise<void> {
     const actual = await digestOfUpload(id, size, digest);
     hashes.delete(id);
-    await commitVerified(id, size, actual, digest, repoUid);
+    await commitVerified(id, size, actual, digest, repoUid, pushed);
   }
 
   /**
@@ -289,19 +282,25 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
    * discards it. A blob already stored is linked, then checked to be still there (garbage collection may have
    * removed it between the two, gc.ts): if it is gone, the staged bytes are committed again, so the link never
    * points at nothing. A new blob is committed first and linked after (young, garbage collection spares it).
+   * The link and the push's event (`pushed`) are one statement.
    */
-  async function commitVerified(id: string, size: number, actual: string, digest: string, repoUid: string): Promise<void> {
+  async function commitVerified(id: string, size: number, actual: string, digest: string, repoUid: string, pushed: OutboxEvent): Promise<void> {
     if (actual !== digest) {
       await blobs.abort(id);
       throw digestInvalid(`the uploaded content's digest is ${actual}, not ${digest}`, digest);
     }
     if (await blobs.stat(digest)) {
-      await store.link(repoUid, digest, size);
+      await store.linkPushed(repoUid, digest, size, pushed);
+      counters?.pushes.inc({ type: "blob" });
       if (await blobs.stat(digest)) return blobs.abort(id);
       log.info("registry: a blob was collected while being linked; storing it again", { repo: repoUid, digest });
+      await blobs.commit(id, digest);
+      await store.link(repoUid, digest, size);
+      return;
     }
     await blobs.commit(id, digest);
-    await store.link(repoUid, digest, size);
+    await store.linkPushed(repoUid, digest, size, pushed);
+    counters?.pushes.inc({ type: "blob" });
   }
 
   const uploadLocation = (name: string, id: string) => `/v2/${name}/blobs/uploads/${id}`;
@@ -336,7 +335,8 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
     // The filesystem store sends through reused buffers (openSend); others stream.
     let source: Readable | BlobSend;
     try {
-      source = blobs.openSend ? await blobs.openSend(digest, range) : await blobs.read(digest, range);
+      // The whole blob is sent as the range of the link's size: the store need not stat it for its size.
+      source = blobs.openSend ? await blobs.openSend(digest, range ?? { start: 0, end: size - 1 }) : await blobs.read(digest, range);
     } catch (err) {
       if (!(await blobs.stat(digest))) throw blobUnknown(digest);
       throw err;
@@ -387,7 +387,8 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
           const linked = await store.link(repoUid, mount, size);
           // Collected meanwhile (gc.ts): take the link back and let the client upload the blob.
           if (await blobs.stat(mount)) {
-            await recordBlobPush(req, target, repoUid, decision.subject, mount);
+            counters?.pushes.inc({ type: "blob" });
+            await recordEvents(db, [blobPushed(req, target, repoUid, decision.subject, mount)]).catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
             return send(res, 201, { location: `/v2/${target.name}/blobs/${mount}`, "docker-content-digest": mount });
           }
           log.info("registry: a mounted blob was collected while being linked; asking for an upload", { repo: repoUid, digest: mount });
@@ -416,8 +417,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       await blobs.abort(id);
       throw err;
     }
-    await commitVerified(id, size, `${digest.slice(0, digest.indexOf(":"))}:${hash.digest("hex")}`, digest, repoUid);
-    await recordBlobPush(req, target, repoUid, decision.subject, digest);
+    await commitVerified(id, size, `${digest.slice(0, digest.indexOf(":"))}:${hash.digest("hex")}`, digest, repoUid, blobPushed(req, target, repoUid, decision.subject, digest));
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
 
@@ -467,8 +467,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         throw err;
       }
     }
-    await finishUpload(id, size, digest, target.repoUid!);
-    await recordBlobPush(req, target, target.repoUid!, actor, digest);
+    await finishUpload(id, size, digest, target.repoUid!, blobPushed(req, target, target.repoUid!, actor, digest));
     send(res, 201, { location: `/v2/${target.name}/blobs/${digest}`, "docker-content-digest": digest });
   }
 
@@ -488,20 +487,31 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
   // ---------------------------------------------------------------------------------------------------
   // Manifests
 
-  /** Stores bytes held in memory (a manifest) as the blob `digest`. */
-  async function storeBytes(digest: string, bytes: Buffer): Promise<void> {
+  /**
+   * Stores bytes held in memory (a manifest) as the blob `digest`; true when they were stored now (false: the
+   * blob was there already, or the store does not say).
+   */
+  async function storeBytes(digest: string, bytes: Buffer): Promise<boolean> {
+    if (blobs.put) return blobs.put(digest, bytes);
     const id = randomUUID();
     await blobs.startUpload(id);
     await blobs.append(id, 0, Readable.from([bytes]));
     await blobs.commit(id, digest);
+    return false;
   }
 
   async function readSmallBlob(digest: string): Promise<Buffer> {
+    const tooLarge = () => new OciError(400, "MANIFEST_INVALID", `blob ${digest} is larger than ${MAX_MANIFEST_BYTES} bytes`);
+    if (blobs.readSmall) {
+      const bytes = await blobs.readSmall(digest, MAX_MANIFEST_BYTES);
+      if (!bytes) throw tooLarge();
+      return bytes;
+    }
     const chunks: Buffer[] = [];
     let total = 0;
     for await (const chunk of await blobs.read(digest)) {
       total += (chunk as Buffer).length;
-      if (total > MAX_MANIFEST_BYTES) throw new OciError(400, "MANIFEST_INVALID", `blob ${digest} is larger than ${MAX_MANIFEST_BYTES} bytes`);
+      if (total > MAX_MANIFEST_BYTES) throw tooLarge();
       chunks.push(chunk as Buffer);
     }
     return Buffer.concat(chunks);
@@ -624,26 +634,27 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       }
     }
     // The content, stored as a blob under its digest.
-    await storeBytes(digest, bytes);
+    const storedNow = await storeBytes(digest, bytes);
     const tag = byDigest ? undefined : reference;
-    await db.transaction(async (tx) => {
-      const s = createOciStore(tx);
-      await s.putManifest(repoUid, row);
-      const previous = tag ? await s.setTag(repoUid, tag, digest) : undefined;
-      await s.recordEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, decision.subject ?? "", {
+    // The manifest's row, its tag and its event: one statement, one commit.
+    await store.putManifestPushed(
+      repoUid,
+      row,
+      tag,
+      registryEvent(PUSH_EVENT, { uid: repoUid, groupUid: groupOfRepo(repoUid) }, decision.subject ?? "", {
         ...eventBase(req, target, repoUid),
         display_name: splitName(target.name).repo,
         digest,
         type: "manifest",
         ...(tag ? { tag } : {}),
-        ...(previous && previous !== digest ? { tag_previous_digest: previous } : {}),
-      });
-      // With replicas: the pusher's reads through the API (ListTags, GetSize, ...) see this push.
-      await recordWriters(db, tx, [decision.subject]);
-    });
-    // A manifest stored before (kept by the commit, with its old time) may have been collected before its row
-    // committed (gc.ts): then it is stored again.
-    if (!(await blobs.stat(digest))) {
+      }),
+    );
+    // With replicas: the pusher's reads through the API (ListTags, GetSize, ...) see this push (a statement of
+    // its own after the write, before the answer).
+    await recordWriters(db, db, [decision.subject]);
+    // A manifest stored before (kept, with its old time) may have been collected before its row committed
+    // (gc.ts): then it is stored again. One stored now is young: garbage collection spares it.
+    if (!storedNow && !(await blobs.stat(digest))) {
       log.info("registry: a manifest was collected while being pushed; storing it again", { repo: repoUid, digest });
       await storeBytes(digest, bytes);
     }

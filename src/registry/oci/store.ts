@@ -5,7 +5,7 @@ import { and, asc, eq, getTableColumns, gt, inArray, isNull, or, sql } from "dri
 import { Audience } from "../../../gen/apiserver/options/v1/options_pb.js";
 import { groups, manifests, repoBlobs, repos, tags, type ManifestRow } from "../../db/schema/index.js";
 import type { OutboxEvent } from "../../kernel/outbox.js";
-import { recordEvents } from "../../kernel/unit-of-work.js";
+import { outboxInsert, recordEvents } from "../../kernel/unit-of-work.js";
 import type { Executor } from "../../kernel/store.js";
 import { tagKindOf } from "../tag-kind.js";
 import { newChildUid } from "../../kernel/uidp.js";
@@ -84,6 +84,10 @@ export function civilDateTime(d: Date): string {
   const ms = d.getUTCMilliseconds();
   return ms === 0 ? iso.slice(0, 19) : `${iso.slice(0, 19)}.${String(ms * 1000).padStart(6, "0")}`;
 }
+
+/** A raw statement's rows, as either driver returns them. */
+const rowsOf = (result: unknown): Record<string, unknown>[] =>
+  (Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows) as Record<string, unknown>[];
 
 export function createOciStore(db: Executor) {
   // The statements every /v2/ request runs (a name's resolution, a blob's link, a manifest by tag or
@@ -243,6 +247,25 @@ export function createOciStore(db: Executor) {
       return made.length > 0;
     },
 
+    /**
+     * Links a blob to the repo and records its push event, in one statement (one round trip, one commit: the
+     * link and its event commit together); false when the blob was linked already (the event is recorded all
+     * the same: the push happened).
+     */
+    async linkPushed(repoUid: string, digest: string, size: number, event: OutboxEvent): Promise<boolean> {
+      const link = db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
+      const [row] = rowsOf(await db.execute(sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
+      return Number(row?.linked) > 0;
+    },
+
+    /**
+     * Records a pull's event in one statement whose commit does not wait for PostgreSQL's log to reach the disk
+     * (synchronous_commit off for that statement's own transaction alone).
+     */
+    async recordPull(event: OutboxEvent): Promise<void> {
+      await db.execute(sql`with relaxed as (select set_config('synchronous_commit', 'off', true)) ${outboxInsert(event, { from: sql`relaxed` })}`);
+    },
+
     /** Unlinks a blob from the repo; false when it was not linked. */
     async unlink(repoUid: string, digest: string): Promise<boolean> {
       const gone = await db
@@ -293,6 +316,51 @@ export function createOciStore(db: Executor) {
             annotations: m.annotations ?? null,
           },
         });
+    },
+
+    /**
+     * A manifest push's rows and event in one statement (one round trip, one commit): the manifest (created or
+     * updated), the tag pointed at it (when pushed by tag; created or moved, and left alone when it points there
+     * already), and the push event, whose body gets `tag_previous_digest` when the tag moved. The tag's row is
+     * locked before it is read (FOR UPDATE, as setTag does): the tag's write and the event read it first, so the
+     * lock always comes before the write. Resolves to the digest the tag pointed at before, if any.
+     */
+    async putManifestPushed(repoUid: string, m: ManifestPut, tag: string | undefined, event: OutboxEvent): Promise<string | undefined> {
+      const manifest = db
+        .insert(manifests)
+        .values({ repoUid, ...m })
+        .onConflictDoUpdate({
+          target: [manifests.repoUid, manifests.digest],
+          set: {
+            mediaType: m.mediaType,
+            isIndex: m.isIndex,
+            platform: m.platform ?? null,
+            size: m.size ?? null,
+            children: m.children ?? null,
+            manifestSize: m.manifestSize ?? 0n,
+            subject: m.subject ?? null,
+            artifactType: m.artifactType ?? null,
+            annotations: m.annotations ?? null,
+          },
+        });
+      if (tag === undefined) {
+        await db.execute(sql`with stored as (${manifest.getSQL()}) ${outboxInsert(event)}`);
+        return undefined;
+      }
+      const t = (col: { name: string }) => sql.identifier(col.name);
+      const [row] = rowsOf(
+        await db.execute(sql`with stored as (${manifest.getSQL()}),
+          previous as (select ${t(tags.digest)} as digest from ${tags} where ${t(tags.repoUid)} = ${repoUid} and ${t(tags.name)} = ${tag} for update),
+          tagged as (
+            insert into ${tags} (${t(tags.uid)}, ${t(tags.repoUid)}, ${t(tags.name)}, ${t(tags.digest)}, ${t(tags.kind)})
+            select ${newChildUid(repoUid)}::text, ${repoUid}::text, ${tag}::text, ${m.digest}::text, ${tagKindOf(tag)}::smallint
+            where not exists (select 1 from previous where digest = ${m.digest})
+            on conflict (${t(tags.repoUid)}, ${t(tags.name)}) do update set ${t(tags.digest)} = excluded.${t(tags.digest)}, ${t(tags.updateTime)} = now()
+          ),
+          recorded as (${outboxInsert(event, { bodyMerge: sql`coalesce((select jsonb_build_object('tag_previous_digest', digest) from previous where digest <> ${m.digest}), '{}'::jsonb)` })})
+          select (select digest from previous) as previous`),
+      );
+      return typeof row?.previous === "string" ? row.previous : undefined;
     },
 
     /** Deletes the manifest and the tags pointing at it; false when the repo had no such manifest. */
