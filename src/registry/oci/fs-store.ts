@@ -1,7 +1,8 @@
 // The filesystem BlobStore (contracts.ts): blobs under <root>/blobs/<algorithm>/<first two hex>/<hex>, uploads
-// in progress under <root>/uploads/<id>. A blob appears only by rename(2) of a complete upload, which is
-// atomic within one filesystem (both live under the same root), so a partial upload is never readable as a
-// blob. Bytes stream in and out through file streams: memory stays flat whatever the blob's size.
+// in progress under <root>/uploads/<id>. A blob appears only by rename(2) of a complete upload (or of a
+// manifest written whole there, `put`), which is atomic within one filesystem (both live under the same root),
+// so a partial upload is never readable as a blob. Bytes stream in and out through file streams: memory stays
+// flat whatever the blob's size.
 //
 // Appends to one upload are serialized in this process; the offset check makes a second writer (another
 // replica, a retried request) fail with UploadOffsetError instead of interleaving bytes.
