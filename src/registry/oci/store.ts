@@ -90,6 +90,26 @@ const rowsOf = (result: unknown): Record<string, unknown>[] =>
   (Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows) as Record<string, unknown>[];
 
 export function createOciStore(db: Executor) {
+  /** The manifest's row, created or updated (a push of a manifest already stored refreshes what it says). */
+  const manifestUpsert = (repoUid: string, m: ManifestPut) =>
+    db
+      .insert(manifests)
+      .values({ repoUid, ...m })
+      .onConflictDoUpdate({
+        target: [manifests.repoUid, manifests.digest],
+        set: {
+          mediaType: m.mediaType,
+          isIndex: m.isIndex,
+          platform: m.platform ?? null,
+          size: m.size ?? null,
+          children: m.children ?? null,
+          manifestSize: m.manifestSize ?? 0n,
+          subject: m.subject ?? null,
+          artifactType: m.artifactType ?? null,
+          annotations: m.annotations ?? null,
+        },
+      });
+
   // The statements every /v2/ request runs (a name's resolution, a blob's link, a manifest by tag or
   // digest), prepared on first use and run as named statements (kernel/prepared-rows.ts): a small pull or
   // push is a dozen requests of a few point reads each, where building each query and having PostgreSQL
@@ -299,23 +319,7 @@ export function createOciStore(db: Executor) {
     },
 
     async putManifest(repoUid: string, m: ManifestPut): Promise<void> {
-      await db
-        .insert(manifests)
-        .values({ repoUid, ...m })
-        .onConflictDoUpdate({
-          target: [manifests.repoUid, manifests.digest],
-          set: {
-            mediaType: m.mediaType,
-            isIndex: m.isIndex,
-            platform: m.platform ?? null,
-            size: m.size ?? null,
-            children: m.children ?? null,
-            manifestSize: m.manifestSize ?? 0n,
-            subject: m.subject ?? null,
-            artifactType: m.artifactType ?? null,
-            annotations: m.annotations ?? null,
-          },
-        });
+      await manifestUpsert(repoUid, m);
     },
 
     /**
@@ -326,23 +330,7 @@ export function createOciStore(db: Executor) {
      * lock always comes before the write. Resolves to the digest the tag pointed at before, if any.
      */
     async putManifestPushed(repoUid: string, m: ManifestPut, tag: string | undefined, event: OutboxEvent): Promise<string | undefined> {
-      const manifest = db
-        .insert(manifests)
-        .values({ repoUid, ...m })
-        .onConflictDoUpdate({
-          target: [manifests.repoUid, manifests.digest],
-          set: {
-            mediaType: m.mediaType,
-            isIndex: m.isIndex,
-            platform: m.platform ?? null,
-            size: m.size ?? null,
-            children: m.children ?? null,
-            manifestSize: m.manifestSize ?? 0n,
-            subject: m.subject ?? null,
-            artifactType: m.artifactType ?? null,
-            annotations: m.annotations ?? null,
-          },
-        });
+      const manifest = manifestUpsert(repoUid, m);
       if (tag === undefined) {
         await db.execute(sql`with stored as (${manifest.getSQL()}) ${outboxInsert(event)}`);
         return undefined;
