@@ -27,6 +27,14 @@ import { hotStatement } from "./prepared-rows.js";
 /** What a store is made over: a Drizzle database of either driver, or a transaction of one. */
 export type Executor = AnyPgDatabase;
 
+/**
+ * The rows of a raw statement (`db.execute(sql...)`), as either driver returns them: postgres.js an array,
+ * PGlite an object with `rows`.
+ */
+export function executedRows(result: unknown): Record<string, unknown>[] {
+  return (Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows) as Record<string, unknown>[];
+}
+
 /** Whether `db` is a transaction (so locks last until it ends). */
 export function isTransaction(db: Executor): boolean {
   return is(db, PgTransaction);

@@ -13,7 +13,7 @@
 // ends; one that settles it records the outcome of that attempt only (a settle names the attempt number, so
 // an outcome arriving after the lease was taken over changes nothing).
 import { sql } from "drizzle-orm";
-import type { Executor } from "../../kernel/store.js";
+import { executedRows, type Executor } from "../../kernel/store.js";
 
 /** A claimed delivery: the event, where it goes, and which attempt this is. */
 export interface ClaimedDelivery {
@@ -59,10 +59,6 @@ export type Settlement =
  */
 const rowsParam = (rows: readonly object[]) => sql`jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)`;
 
-type Row = Record<string, unknown>;
-function rowsOf(result: unknown): Row[] {
-  return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[];
-}
 const asDate = (v: unknown) => (v instanceof Date ? v : new Date(String(v)));
 /** A jsonb object of strings, as either driver returns it (parsed, or as text). */
 const extensionsOf = (v: unknown): Record<string, string> => (typeof v === "string" ? (JSON.parse(v) as Record<string, string>) : ((v ?? {}) as Record<string, string>));
@@ -90,7 +86,7 @@ export function createDeliveryQueue(db: Executor) {
      * how many events it expanded, how many deliveries it added, and whether more events may be waiting.
      */
     async expand(limit: { events: number; deliveries: number }): Promise<{ events: number; deliveries: number; more: boolean }> {
-      const [row] = rowsOf(
+      const [row] = executedRows(
         await db.execute(sql`
           WITH candidates AS (
             SELECT event_id, create_time FROM event_expansions ORDER BY create_time LIMIT ${limit.events}::int FOR UPDATE SKIP LOCKED
@@ -151,7 +147,7 @@ export function createDeliveryQueue(db: Executor) {
         WHERE d.event_id = ANY (ARRAY(SELECT event_id FROM due)) AND d.event_id = due.event_id AND d.subscription_uid = due.subscription_uid
         RETURNING d.event_id, d.subscription_uid, d.attempts, d.create_time, s.sink, s.group_uid AS subscription_group,
                   e.type, e.subject, e.group_uid AS event_group, e.method, e.actor, e.body::text AS body, e.body_type, e.extensions, e.create_time AS event_time`);
-      return rowsOf(result).map((r) => ({
+      return executedRows(result).map((r) => ({
         eventId: String(r.event_id),
         subscriptionUid: String(r.subscription_uid),
         attempt: Number(r.attempts),
@@ -209,7 +205,7 @@ export function createDeliveryQueue(db: Executor) {
      * deleted.
      */
     async prune(opts: { deliveredMs: number; failedMs: number; batch: number }): Promise<{ deliveries: number; events: number }> {
-      const deliveries = rowsOf(
+      const deliveries = executedRows(
         await db.execute(sql`
           DELETE FROM event_deliveries WHERE (event_id, subscription_uid) IN (
             SELECT event_id, subscription_uid FROM event_deliveries
@@ -217,7 +213,7 @@ export function createDeliveryQueue(db: Executor) {
             LIMIT ${opts.batch}::int FOR UPDATE SKIP LOCKED)
           RETURNING 1`),
       ).length;
-      const events = rowsOf(
+      const events = executedRows(
         await db.execute(sql`
           DELETE FROM outbox_events WHERE id IN (
             SELECT e.id FROM outbox_events e
@@ -232,7 +228,7 @@ export function createDeliveryQueue(db: Executor) {
 
     /** Pending deliveries, and how many of them are due now (the backlog). */
     async depth(): Promise<{ pending: number; due: number }> {
-      const [row] = rowsOf(
+      const [row] = executedRows(
         await db.execute(sql`SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_time <= now()) AS due FROM event_deliveries WHERE state = 'pending'`),
       );
       return { pending: Number(row?.pending ?? 0), due: Number(row?.due ?? 0) };

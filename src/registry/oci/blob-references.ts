@@ -2,13 +2,9 @@
 // it (repo_blobs: an upload committed into the repo, or a cross-repository mount) or stores it as a manifest
 // (manifests). Deleting a repo deletes both (ON DELETE CASCADE), which is how a repo's content becomes garbage.
 import { sql } from "drizzle-orm";
-import type { Executor } from "../../kernel/store.js";
+import { executedRows, type Executor } from "../../kernel/store.js";
 import type { BlobReferences } from "./gc.js";
 
-type Row = Record<string, unknown>;
-function rowsOf(result: unknown): Row[] {
-  return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[];
-}
 
 export function createDbBlobReferences(db: Executor): BlobReferences {
   return {
@@ -20,7 +16,7 @@ export function createDbBlobReferences(db: Executor): BlobReferences {
         SELECT digest FROM repo_blobs WHERE digest IN ${asked}
         UNION
         SELECT digest FROM manifests WHERE digest IN ${asked}`);
-      return new Set(rowsOf(result).map((r) => String(r.digest)));
+      return new Set(executedRows(result).map((r) => String(r.digest)));
     },
   };
 }

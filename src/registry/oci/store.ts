@@ -5,8 +5,8 @@ import { and, asc, eq, getTableColumns, gt, inArray, isNull, or, sql } from "dri
 import { Audience } from "../../../gen/apiserver/options/v1/options_pb.js";
 import { groups, manifests, repoBlobs, repos, tags, type ManifestRow } from "../../db/schema/index.js";
 import type { OutboxEvent } from "../../kernel/outbox.js";
-import { outboxInsert, recordEvents } from "../../kernel/unit-of-work.js";
-import type { Executor } from "../../kernel/store.js";
+import { outboxInsert } from "../../kernel/unit-of-work.js";
+import { executedRows, type Executor } from "../../kernel/store.js";
 import { tagKindOf } from "../tag-kind.js";
 import { newChildUid } from "../../kernel/uidp.js";
 import { hotStatement } from "../../kernel/prepared-rows.js";
@@ -85,31 +85,7 @@ export function civilDateTime(d: Date): string {
   return ms === 0 ? iso.slice(0, 19) : `${iso.slice(0, 19)}.${String(ms * 1000).padStart(6, "0")}`;
 }
 
-/** A raw statement's rows, as either driver returns them. */
-const rowsOf = (result: unknown): Record<string, unknown>[] =>
-  (Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows) as Record<string, unknown>[];
-
 export function createOciStore(db: Executor) {
-  /** The manifest's row, created or updated (a push of a manifest already stored refreshes what it says). */
-  const manifestUpsert = (repoUid: string, m: ManifestPut) =>
-    db
-      .insert(manifests)
-      .values({ repoUid, ...m })
-      .onConflictDoUpdate({
-        target: [manifests.repoUid, manifests.digest],
-        set: {
-          mediaType: m.mediaType,
-          isIndex: m.isIndex,
-          platform: m.platform ?? null,
-          size: m.size ?? null,
-          children: m.children ?? null,
-          manifestSize: m.manifestSize ?? 0n,
-          subject: m.subject ?? null,
-          artifactType: m.artifactType ?? null,
-          annotations: m.annotations ?? null,
-        },
-      });
-
   // The statements every /v2/ request runs (a name's resolution, a blob's link, a manifest by tag or
   // digest), prepared on first use and run as named statements (kernel/prepared-rows.ts): a small pull or
   // push is a dozen requests of a few point reads each, where building each query and having PostgreSQL
@@ -274,7 +250,7 @@ export function createOciStore(db: Executor) {
      */
     async linkPushed(repoUid: string, digest: string, size: number, event: OutboxEvent): Promise<boolean> {
       const link = db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
-      const [row] = rowsOf(await db.execute(sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
+      const [row] = executedRows(await db.execute(sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
       return Number(row?.linked) > 0;
     },
 
@@ -318,25 +294,38 @@ export function createOciStore(db: Executor) {
       return new Set(rows.map((r) => r.digest));
     },
 
-    async putManifest(repoUid: string, m: ManifestPut): Promise<void> {
-      await manifestUpsert(repoUid, m);
-    },
-
     /**
      * A manifest push's rows and event in one statement (one round trip, one commit): the manifest (created or
      * updated), the tag pointed at it (when pushed by tag; created or moved, and left alone when it points there
      * already), and the push event, whose body gets `tag_previous_digest` when the tag moved. The tag's row is
-     * locked before it is read (FOR UPDATE, as setTag does): the tag's write and the event read it first, so the
+     * locked before it is read (FOR UPDATE): the tag's write and the event read it first, so the
      * lock always comes before the write. Resolves to the digest the tag pointed at before, if any.
      */
     async putManifestPushed(repoUid: string, m: ManifestPut, tag: string | undefined, event: OutboxEvent): Promise<string | undefined> {
-      const manifest = manifestUpsert(repoUid, m);
+      // The manifest's row, created or updated (a push of a manifest already stored refreshes what it says).
+      const manifest = db
+        .insert(manifests)
+        .values({ repoUid, ...m })
+        .onConflictDoUpdate({
+          target: [manifests.repoUid, manifests.digest],
+          set: {
+            mediaType: m.mediaType,
+            isIndex: m.isIndex,
+            platform: m.platform ?? null,
+            size: m.size ?? null,
+            children: m.children ?? null,
+            manifestSize: m.manifestSize ?? 0n,
+            subject: m.subject ?? null,
+            artifactType: m.artifactType ?? null,
+            annotations: m.annotations ?? null,
+          },
+        });
       if (tag === undefined) {
         await db.execute(sql`with stored as (${manifest.getSQL()}) ${outboxInsert(event)}`);
         return undefined;
       }
       const t = (col: { name: string }) => sql.identifier(col.name);
-      const [row] = rowsOf(
+      const [row] = executedRows(
         await db.execute(sql`with stored as (${manifest.getSQL()}),
           previous as (select ${t(tags.digest)} as digest from ${tags} where ${t(tags.repoUid)} = ${repoUid} and ${t(tags.name)} = ${tag} for update),
           tagged as (
@@ -359,21 +348,6 @@ export function createOciStore(db: Executor) {
         .where(and(eq(manifests.repoUid, repoUid), eq(manifests.digest, digest)))
         .returning({ digest: manifests.digest });
       return gone.length > 0;
-    },
-
-    /** Points the tag at `digest` (created, or moved); the digest it pointed at before, if any. */
-    async setTag(repoUid: string, name: string, digest: string): Promise<string | undefined> {
-      const [before] = await db
-        .select({ digest: tags.digest })
-        .from(tags)
-        .where(and(eq(tags.repoUid, repoUid), eq(tags.name, name)))
-        .for("update");
-      if (before?.digest === digest) return before.digest;
-      await db
-        .insert(tags)
-        .values({ uid: newChildUid(repoUid), repoUid, name, digest, kind: tagKindOf(name) })
-        .onConflictDoUpdate({ target: [tags.repoUid, tags.name], set: { digest, updateTime: sql`now()` } });
-      return before?.digest;
     },
 
     async deleteTag(repoUid: string, name: string): Promise<boolean> {
@@ -410,9 +384,5 @@ export function createOciStore(db: Executor) {
         .orderBy(asc(manifests.digest));
     },
 
-    /** Records a push or pull event in the outbox (delivered to the repo's group's subscriptions). */
-    recordEvent(type: typeof PUSH_EVENT | typeof PULL_EVENT, repo: { uid: string; groupUid: string }, actor: string, body: RegistryEventBody): Promise<void> {
-      return recordEvents(db, [registryEvent(type, repo, actor, body)]);
-    },
   };
 }
