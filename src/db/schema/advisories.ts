@@ -156,12 +156,11 @@ export const osvRecordInForce = isNull(osvRecords.withdrawnTime);
  * predicate may sit inside a subquery or a one-table select, where Drizzle writes columns bare.
  */
 export function advisoryNamedBy(aliases: readonly (string | SQL)[]): SQL {
-  const qualified = (c: AnyPgColumn) => sql`${sql.identifier(getTableName(c.table))}.${sql.identifier(c.name)}`;
   const values = sql.join(
     aliases.map((a) => (typeof a === "string" ? sql`${a}` : a)),
     sql`, `,
   );
-  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} in (${values})))`;
+  return advisoryNamedWhere((alias) => sql`${alias} in (${values})`);
 }
 
 /**
@@ -170,8 +169,13 @@ export function advisoryNamedBy(aliases: readonly (string | SQL)[]): SQL {
  * for an array it cannot see).
  */
 export function advisoryNamedByAny(aliases: SQL): SQL {
+  return advisoryNamedWhere((alias) => sql`${alias} = any(${aliases})`);
+}
+
+/** `advisories.uid` among the advisories whose alias satisfies `matches` (advisoryNamedBy, advisoryNamedByAny). */
+function advisoryNamedWhere(matches: (alias: SQL) => SQL): SQL {
   const qualified = (c: AnyPgColumn) => sql`${sql.identifier(getTableName(c.table))}.${sql.identifier(c.name)}`;
-  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} = any(${aliases})))`;
+  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${matches(qualified(advisoryAliases.alias))}))`;
 }
 
 export type AdvisoryDocumentRow = typeof advisoryDocuments.$inferSelect;
