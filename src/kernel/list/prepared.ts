@@ -20,9 +20,12 @@ import { hotStatement, isIdentity } from "../prepared-rows.js";
 /** A named value of the statement: a placeholder when preparing, the value itself when a statement is built for once. */
 export type Param = (name: string) => SQL | SQL.Aliased | ReturnType<typeof sql.placeholder>;
 
-/** Named values bound in place, for a statement built for one call from a query over named values. */
+/**
+ * Named values bound in place, for a statement built for one call from a query over named values. Each value
+ * is one parameter, an array too (`= any($1::text[])`): Drizzle would write a bare array as a list `($1, $2)`.
+ */
 export function boundValues(values: Record<string, unknown>): Param {
-  return (name) => sql`${values[name]}`;
+  return (name) => sql`${sql.param(values[name])}`;
 }
 
 export interface PreparedListQuery {
