@@ -11,10 +11,10 @@
 //   `type` is the EventTypeFilter value; `data` the event's data as read from the file (keys as in the file).
 // - advisory_aliases: one row per (alias, advisory), the advisories' `aliases` arrays unnested, kept by
 //   triggers on advisories (migration advisory_aliases_triggers), so every writer (the importer, a bulk load
-//   in SQL) keeps it. ListAdvisories' alias filter (advisoryNamedBy) and ListDocuments' cve filter
-//   (advisoryNamedByAny) read it by btree: an equality a plan made without the value still estimates at about
-//   one row, where `aliases && $1` over a GIN index of the array has no estimate (0.5% of the table, with or without
-//   the value). No statement searched the array any more, so its GIN index went (migration
+//   in SQL) keeps it. ListAdvisories' alias filter and ListDocuments' cve filter (both advisoryNamedByAny) read
+//   it by btree: `alias = any($1)`, which a plan made without the value still estimates at a few rows, where
+//   `aliases && $1` over a GIN index of the array has no estimate (0.5% of the table, with or without the
+//   value). No statement searched the array any more, so its GIN index went (migration
 //   advisories_aliases_gin_dropped): one index less for every write of an advisory.
 // - osv_records: OSV records (ossf/osv-schema) by id, for vulnerability metadata and the severities of the
 //   advisories whose aliases name them; `content_hash` as above.
@@ -149,33 +149,16 @@ export const osvRecords = pgTable("osv_records", {
 export const osvRecordInForce = isNull(osvRecords.withdrawnTime);
 
 /**
- * `advisories.uid` is one of the advisories naming any of `aliases` (values or placeholders): their uids read
- * from advisory_aliases' primary key and computed once (an InitPlan), so the outer query probes advisories by
- * uid. The equality on `alias` is estimated from the table's statistics (about one row per alias) whether the
- * plan is made for the values or without them. The columns are qualified by their tables' names: the
+ * `advisories.uid` is one of the advisories naming any of `aliases`, one text[] value (a parameter whatever the
+ * number of aliases): their uids read from advisory_aliases' primary key by `alias = any($1)` and computed once
+ * (an InitPlan), so the outer query probes advisories by uid. A plan made without the value estimates the
+ * lookup at about one row per element of an array of 10 (PostgreSQL's guess for an array it cannot see), one
+ * made for the value at about one row per alias. The columns are qualified by their tables' names: the
  * predicate may sit inside a subquery or a one-table select, where Drizzle writes columns bare.
  */
-export function advisoryNamedBy(aliases: readonly (string | SQL)[]): SQL {
-  const values = sql.join(
-    aliases.map((a) => (typeof a === "string" ? sql`${a}` : a)),
-    sql`, `,
-  );
-  return advisoryNamedWhere((alias) => sql`${alias} in (${values})`);
-}
-
-/**
- * advisoryNamedBy over one text[] value (a parameter whatever the number of aliases): `alias = any($1)`, which
- * a plan made without the value estimates at about one row per element of an array of 10 (PostgreSQL's guess
- * for an array it cannot see).
- */
 export function advisoryNamedByAny(aliases: SQL): SQL {
-  return advisoryNamedWhere((alias) => sql`${alias} = any(${aliases})`);
-}
-
-/** `advisories.uid` among the advisories whose alias satisfies `matches` (advisoryNamedBy, advisoryNamedByAny). */
-function advisoryNamedWhere(matches: (alias: SQL) => SQL): SQL {
   const qualified = (c: AnyPgColumn) => sql`${sql.identifier(getTableName(c.table))}.${sql.identifier(c.name)}`;
-  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${matches(qualified(advisoryAliases.alias))}))`;
+  return sql`${qualified(advisories.uid)} = any(array(select ${qualified(advisoryAliases.advisoryUid)} from ${advisoryAliases} where ${qualified(advisoryAliases.alias)} = any(${aliases})))`;
 }
 
 export type AdvisoryDocumentRow = typeof advisoryDocuments.$inferSelect;
