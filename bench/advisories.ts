@@ -1,6 +1,8 @@
 // Advisories at scale, on real PostgreSQL (a scratch database, dropped at the end):
 //
-//   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]
+//   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000] [--only TEXT,TEXT]
+//
+// --only: the ListAdvisories cases whose name contains one of the texts (and Ping), without the importer.
 //
 // 1. The importer: ~1,600 generated `<package>.advisories.yaml` files holding 30,000 advisories and 50,000
 //    events (the shapes and event-type mix of a real repository), imported by importAdvisories (the code of
@@ -10,9 +12,12 @@
 //    imported ones are replaced): a first page of 50 through the server (gRPC, one client; each answer checked once over REST against the raw SQL) with no filter,
 //    each single filter and `query`, beside the raw SQL of the same page in the same run: the one statement
 //    the server runs (the keyset page with its total, each row with its events and OSV severities as JSON)
-//    through postgres.js. Each row shows the server's p50 and req/s, its ratio to the raw SQL, and the
-//    server process's CPU time per request (from /proc). A Ping over gRPC, measured in the same run, is the
-//    floor: what any call to this server costs before it reads anything.
+//    through postgres.js. Filters are measured with one value and with several (a repeated filter's values
+//    travel as one array parameter), and one case sends a different number of aliases on each request (1 to
+//    300, more counts than the 256 statement shapes a store keeps). Each row shows the server's p50 and req/s,
+//    its ratio to the raw SQL, the server process's CPU time per request and its PostgreSQL backends' (from
+//    /proc). A Ping over gRPC, measured in the same run, is the floor: what any call to this server costs
+//    before it reads anything.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,18 +30,24 @@ import { setLogLevel } from "../src/kernel/log.js";
 import { importAdvisories } from "../src/vulnerabilities/import.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
 import { grpcMessageSender, measure, sqlSender, type Result, say } from "./load.js";
-import { processCpu } from "./cpu.js";
+import { BENCH_APPLICATION, backendsCpu, processCpu, type CpuMeter } from "./cpu.js";
 import { startApiServer } from "./processes.js";
 
 const ISSUER = "https://bench.advisories.invalid";
 const PAGE = 50;
 const LIST = "/chainguard.platform.vulnerabilities.v2.AdvisoriesService/ListAdvisories";
 const PING = "/chainguard.platform.ping.v2.PingService/Ping";
+/** The application_name of the CPU meters' own connection (left out of what they measure). */
+const METER_APPLICATION = "bench-meter";
+/** The aliases of the rotating case: requests with 1 to this many aliases, in turn. */
+const ROTATING_ALIASES = 300;
 
 export interface AdvisoriesBenchOptions {
   seconds: number;
   files: number;
   listAdvisories: number;
+  /** Comma-separated texts: only the ListAdvisories cases whose name contains one (the importer is left out). */
+  only?: string;
 }
 
 
@@ -123,6 +134,29 @@ export async function generateRows(sqlc: postgres.Sql, n: number): Promise<void>
   await sqlc`vacuum (analyze) advisory_documents, advisories, advisory_aliases, advisory_events, osv_records`;
 }
 
+/** The importer over `files` generated documents in `dir`, imported twice (the second time all unchanged): the lines it reports. */
+async function benchImporter(db: Parameters<typeof importAdvisories>[0], dir: string, files: number): Promise<string[]> {
+  const t0 = performance.now();
+  const generated = generateFiles(dir, files);
+  say(`  generated ${files} files, ${generated.advisories} advisories, ${generated.events} events, ${(generated.bytes / 1e6).toFixed(1)} MB in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+  const cpu0 = process.cpuUsage();
+  const t1 = performance.now();
+  const first = await importAdvisories(db, [dir], { concurrency: 8 });
+  const importSeconds = (performance.now() - t1) / 1000;
+  const importCpu = process.cpuUsage(cpu0);
+  const t2 = performance.now();
+  const second = await importAdvisories(db, [dir], { concurrency: 8 });
+  const againSeconds = (performance.now() - t2) / 1000;
+  const rows = first.advisories.added + first.events.added;
+  const lines = [
+    `import of ${files} files (${generated.advisories} advisories, ${generated.events} events): ${importSeconds.toFixed(1)}s, ${(rows / importSeconds).toFixed(0)} rows/s ` +
+      `(importer process CPU ${((importCpu.user + importCpu.system) / 1e6).toFixed(1)}s); files ${JSON.stringify(first.files)}, skipped ${first.skipped.length}`,
+    `second import (unchanged): ${againSeconds.toFixed(1)}s; files ${JSON.stringify(second.files)}, advisories ${JSON.stringify(second.advisories)}`,
+  ];
+  for (const l of lines) say(`  ${l}`);
+  return lines;
+}
+
 interface Case {
   name: string;
   /** REST query string of the filter (the answer is checked over REST). */
@@ -131,7 +165,13 @@ interface Case {
   request: MessageInitShape<typeof ListAdvisoriesRequestSchema>;
   /** The page's WHERE (over advisories a) as raw SQL. */
   where: (q: postgres.Sql) => postgres.PendingQuery<postgres.Row[]> | postgres.Fragment;
+  /** Requests (and their raw WHERE) sent in turn instead of `request` alone; the answer is checked for `request`. */
+  rotate?: { request: MessageInitShape<typeof ListAdvisoriesRequestSchema>; where: Case["where"] }[];
 }
+
+/** The generated alias of advisory i (generateRows). */
+const aliasOf = (i: number) => `CVE-20${10 + (i % 15)}-${String(i).padStart(6, "0")}`;
+
 
 export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<void> {
   setLogLevel("warn");
@@ -144,28 +184,14 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
     try {
       const database = await openPostgres(url, { max: 10 });
       cleanups.push(() => database.close());
-      const sqlc = postgres(url, { max: 4, onnotice: () => {} });
+      const sqlc = postgres(url, { max: 4, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
       cleanups.push(() => sqlc.end({ timeout: 5 }));
+      // The CPU meters' own connection, apart from the raw-SQL pool (a meter leaves its own backend out).
+      const meter = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: METER_APPLICATION } });
+      cleanups.push(() => meter.end({ timeout: 5 }));
 
       // 1. The importer.
-      const t0 = performance.now();
-      const generated = generateFiles(dir, opts.files);
-      say(`  generated ${opts.files} files, ${generated.advisories} advisories, ${generated.events} events, ${(generated.bytes / 1e6).toFixed(1)} MB in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
-      const cpu0 = process.cpuUsage();
-      const t1 = performance.now();
-      const first = await importAdvisories(database.db, [dir], { concurrency: 8 });
-      const importSeconds = (performance.now() - t1) / 1000;
-      const importCpu = process.cpuUsage(cpu0);
-      const t2 = performance.now();
-      const second = await importAdvisories(database.db, [dir], { concurrency: 8 });
-      const againSeconds = (performance.now() - t2) / 1000;
-      const rows = first.advisories.added + first.events.added;
-      const importLines = [
-        `import of ${opts.files} files (${generated.advisories} advisories, ${generated.events} events): ${importSeconds.toFixed(1)}s, ${(rows / importSeconds).toFixed(0)} rows/s ` +
-          `(importer process CPU ${((importCpu.user + importCpu.system) / 1e6).toFixed(1)}s); files ${JSON.stringify(first.files)}, skipped ${first.skipped.length}`,
-        `second import (unchanged): ${againSeconds.toFixed(1)}s; files ${JSON.stringify(second.files)}, advisories ${JSON.stringify(second.advisories)}`,
-      ];
-      for (const l of importLines) say(`  ${l}`);
+      const importLines = opts.only ? [] : await benchImporter(database.db, dir, opts.files);
 
       // 2. ListAdvisories over generated rows.
       const t3 = performance.now();
@@ -203,27 +229,69 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
         { name: "event_reviewers (1)", request: { eventReviewers: ["reviewer-7"] }, rest: "eventReviewers=reviewer-7", where: (q) => q`a.uid in (select advisory_uid from advisory_events where reviewer in ('reviewer-7'))` },
         { name: "event_types fixed", request: { eventTypes: [EventTypeFilter.FIXED] }, rest: "eventTypes=EVENT_TYPE_FILTER_FIXED", where: (q) => q`a.uid in (select advisory_uid from advisory_events where type in (${EventTypeFilter.FIXED}))` },
         { name: "latest_event_type fixed", request: { latestEventType: EventTypeFilter.FIXED }, rest: "latestEventType=EVENT_TYPE_FILTER_FIXED", where: (q) => q`a.latest_event_type = ${EventTypeFilter.FIXED}` },
+        { name: "advisory_ids (3)", request: { advisoryIds: [oneId, "CGA-none-1", "CGA-none-2"] }, rest: `advisoryIds=${oneId}&advisoryIds=CGA-none-1&advisoryIds=CGA-none-2`, where: (q) => q`a.advisory_id in (${oneId}, 'CGA-none-1', 'CGA-none-2')` },
+        { name: "artifact_names (3)", request: { artifactNames: ["pkg-42", "pkg-43", "pkg-44"] }, rest: "artifactNames=pkg-42&artifactNames=pkg-43&artifactNames=pkg-44", where: (q) => q`a.package in ('pkg-42', 'pkg-43', 'pkg-44')` },
+        { name: "component_types (2, 40%)", request: { componentTypes: ["go-module", "npm"] }, rest: "componentTypes=go-module&componentTypes=npm", where: (q) => q`a.component_type in ('go-module', 'npm')` },
+        { name: "component_names (3)", request: { componentNames: ["comp-42", "comp-43", "comp-44"] }, rest: "componentNames=comp-42&componentNames=comp-43&componentNames=comp-44", where: (q) => q`a.component_name in ('comp-42', 'comp-43', 'comp-44')` },
+        {
+          name: "aliases (3)",
+          request: { aliases: [aliasOf(2), aliasOf(17), aliasOf(32)] },
+          rest: `aliases=${aliasOf(2)}&aliases=${aliasOf(17)}&aliases=${aliasOf(32)}`,
+          where: (q) => q`a.uid = any(array(select x.advisory_uid from advisory_aliases x where x.alias in (${aliasOf(2)}, ${aliasOf(17)}, ${aliasOf(32)})))`,
+        },
+        {
+          name: `aliases (1 to ${ROTATING_ALIASES}, in turn)`,
+          request: { aliases: [aliasOf(2)] },
+          rest: `aliases=${aliasOf(2)}`,
+          where: (q) => q`a.uid = any(array(select x.advisory_uid from advisory_aliases x where x.alias in (${aliasOf(2)})))`,
+          rotate: Array.from({ length: ROTATING_ALIASES }, (_, k) => {
+            const aliases = Array.from({ length: k + 1 }, (_, j) => aliasOf(2 + 15 * j));
+            return { request: { aliases }, where: (q: postgres.Sql) => q`a.uid = any(array(select x.advisory_uid from advisory_aliases x where x.alias in ${q(aliases)}))` };
+          }),
+        },
+        { name: "event_authors (3)", request: { eventAuthors: ["author-7", "author-8", "author-9"] }, rest: "eventAuthors=author-7&eventAuthors=author-8&eventAuthors=author-9", where: (q) => q`a.uid in (select advisory_uid from advisory_events where author in ('author-7', 'author-8', 'author-9'))` },
+        { name: "event_types (2)", request: { eventTypes: [EventTypeFilter.FIXED, EventTypeFilter.PENDING_UPSTREAM_FIX] }, rest: "eventTypes=EVENT_TYPE_FILTER_FIXED&eventTypes=EVENT_TYPE_FILTER_PENDING_UPSTREAM_FIX", where: (q) => q`a.uid in (select advisory_uid from advisory_events where type in (${EventTypeFilter.FIXED}, ${EventTypeFilter.PENDING_UPSTREAM_FIX}))` },
         { name: "query 'comp-424' (660 rows)", request: { query: "comp-424" }, rest: "query=comp-424", where: (q) => q`a.search ilike '%comp-424%'` },
         { name: "query 'cve-2014-00012' (alias)", request: { query: "cve-2014-00012" }, rest: "query=cve-2014-00012", where: (q) => q`a.search ilike '%cve-2014-00012%'` },
         { name: "query 'pkg-99' (many)", request: { query: "pkg-99" }, rest: "query=pkg-99", where: (q) => q`a.search ilike '%pkg-99%'` },
       ];
 
+      const only = opts.only?.split(",").filter(Boolean);
+      if (only) cases.splice(0, cases.length, ...cases.filter((c) => only.some((t) => c.name.includes(t))));
+
       // The raw page: the statement the server runs (advisories.store.ts): the keyset page with its total, each
       // row with its events and its OSV severities as JSON.
-      const rawPage = (c: Case) => async () =>
+      const rawPage = (where: Case["where"]) => async () =>
         sqlc`select a.*,
                (select coalesce(json_agg(json_build_array(e.uid, floor(extract(epoch from e.time) * 1000)::bigint, e.type, e.author, e.reviewer, e.review_state, e.data) order by e.ordinal), '[]'::json)
                   from advisory_events e where e.advisory_uid = a.uid) as events,
                (select coalesce(jsonb_agg(s.v order by x.n, s.m), '[]'::jsonb)
                   from unnest(a.aliases) with ordinality x(id, n) join osv_records o on o.id = x.id and o.withdrawn_time is null
                   cross join lateral jsonb_array_elements(o.severities) with ordinality s(v, m)) as severities,
-               (select count(*) from advisories a where ${c.where(sqlc)})::text as total
-             from advisories a where ${c.where(sqlc)} order by a.uid limit ${PAGE + 1}`;
+               (select count(*) from advisories a where ${where(sqlc)})::text as total
+             from advisories a where ${where(sqlc)} order by a.uid limit ${PAGE + 1}`;
 
       const lines: string[] = [];
       const loadOpts = { seconds: opts.seconds, concurrency: 1, warmupSeconds: Math.max(0.5, opts.seconds / 3) };
-      // The server's CPU per request, over the measured window (bench/cpu.ts).
-      const serverOpts = { ...loadOpts, cpu: [processCpu("server", api.serverPid)] };
+      // The server's CPU per request and its PostgreSQL backends' (every backend but the raw-SQL pool's and the
+      // meter's: the other server's are idle meanwhile), over the measured window (bench/cpu.ts); for raw SQL,
+      // the pool's backends.
+      const serverCpu = (server: { serverPid: number }): CpuMeter[] => [
+        processCpu("server", server.serverPid),
+        backendsCpu("PostgreSQL", meter, { not: [BENCH_APPLICATION, METER_APPLICATION] }),
+      ];
+      const rawOpts = { ...loadOpts, cpu: [backendsCpu("PostgreSQL", meter, { only: BENCH_APPLICATION })] };
+      const serverOpts = { ...loadOpts, cpu: serverCpu(api) };
+      /** One request per call, or each of the case's requests in turn. */
+      const sender = (port: number, c: Case) =>
+        grpcMessageSender(port, LIST, ListAdvisoriesRequestSchema, c.rotate ? c.rotate.map((r) => ({ ...r.request, pageSize: PAGE })) : { ...c.request, pageSize: PAGE }, auth);
+      const rawSender = (c: Case) => {
+        if (!c.rotate) return sqlSender(rawPage(c.where), 1);
+        const pages = c.rotate.map((r) => rawPage(r.where));
+        let i = 0;
+        return () => async () => (await pages[i++ % pages.length]!()).length >= 0;
+      };
+      const cpuText = (r: Result) => `~${r.cpu.server!.toFixed(2)} ms CPU/req, PostgreSQL ~${r.cpu.PostgreSQL!.toFixed(2)} ms/req`;
       let worst = 0;
       {
         const ping: Result = await measure("Ping", grpcMessageSender(api.port, PING, PingRequestSchema, {}, {}), serverOpts);
@@ -238,22 +306,18 @@ export async function benchAdvisories(opts: AdvisoriesBenchOptions): Promise<voi
         const body = (await res.json()) as { advisories?: { uid: string }[]; totalCount?: string; message?: string };
         const rawRows = await sqlc`select a.uid, (select count(*) from advisories a where ${c.where(sqlc)})::text as total from advisories a where ${c.where(sqlc)} order by a.uid limit ${PAGE}`;
         const same = res.ok && JSON.stringify((body.advisories ?? []).map((a) => a.uid)) === JSON.stringify(rawRows.map((r) => r.uid)) && (body.totalCount ?? "0") === (rawRows[0]?.total ?? "0");
-        const raw: Result = await measure(`raw ${c.name}`, sqlSender(rawPage(c), 1), loadOpts);
-        const server: Result = await measure(c.name, grpcMessageSender(api.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), serverOpts);
-        const cpuPer = server.cpu.server!;
+        const raw: Result = await measure(`raw ${c.name}`, rawSender(c), rawOpts);
+        const server: Result = await measure(c.name, sender(api.port, c), serverOpts);
         const ratio = server.p50 / raw.p50;
         worst = Math.max(worst, ratio);
         let beforeText = "";
         if (before) {
-          const b: Result = await measure(`before: ${c.name}`, grpcMessageSender(before.port, LIST, ListAdvisoriesRequestSchema, { ...c.request, pageSize: PAGE }, auth), {
-            ...loadOpts,
-            cpu: [processCpu("server", before.serverPid)],
-          });
-          beforeText = `  before: p50 ${b.p50.toFixed(2)} ms, ~${b.cpu.server!.toFixed(2)} ms CPU/req, x raw ${(b.p50 / raw.p50).toFixed(2)}`;
+          const b: Result = await measure(`before: ${c.name}`, sender(before.port, c), { ...loadOpts, cpu: serverCpu(before) });
+          beforeText = `  before: p50 ${b.p50.toFixed(2)} ms, ${cpuText(b)}, x raw ${(b.p50 / raw.p50).toFixed(2)}`;
         }
         const line =
           `${c.name.padEnd(34)} rows ${String(body.advisories?.length ?? 0).padStart(2)} total ${String(body.totalCount ?? 0).padStart(6)}  ` +
-          `raw p50 ${raw.p50.toFixed(2).padStart(7)} ms  server p50 ${server.p50.toFixed(2).padStart(7)} ms (${server.rps.toFixed(0).padStart(5)} req/s, ~${cpuPer.toFixed(2)} ms CPU/req)  ` +
+          `raw p50 ${raw.p50.toFixed(2).padStart(7)} ms (PostgreSQL ~${raw.cpu.PostgreSQL!.toFixed(2)} ms/req)  server p50 ${server.p50.toFixed(2).padStart(7)} ms (${server.rps.toFixed(0).padStart(5)} req/s, ${cpuText(server)})  ` +
           `x raw ${ratio.toFixed(2)}${same ? "" : "  ANSWER DIFFERS FROM RAW SQL"}${server.errors ? `  ${server.errors} errors` : ""}${beforeText}`;
         lines.push(line);
         say(`  ${line}`);

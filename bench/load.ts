@@ -98,15 +98,20 @@ export function http1Sender(port: number, method: string, path: string, body?: s
 }
 
 /** gRPC unary calls over one HTTP/2 connection (cleartext), with optional request headers (a bearer token). */
-export function grpcSender(port: number, path: string, requestBytes: Uint8Array = new Uint8Array(), headers: Record<string, string> = {}): () => Send {
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(requestBytes.length, 1);
-  const frame = Buffer.concat([prefix, Buffer.from(requestBytes)]);
+export function grpcSender(port: number, path: string, requestBytes: Uint8Array | readonly Uint8Array[] = new Uint8Array(), headers: Record<string, string> = {}): () => Send {
+  // Several requests: each call sends the next, in turn, over the same connection.
+  const frames = (requestBytes instanceof Uint8Array ? [requestBytes] : requestBytes).map((bytes) => {
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(bytes.length, 1);
+    return Buffer.concat([prefix, Buffer.from(bytes)]);
+  });
   return () => {
     const session = http2.connect(`http://127.0.0.1:${port}`);
     session.on("error", () => {});
+    let next = 0;
     return () =>
       new Promise<boolean>((resolve) => {
+        const frame = frames[next++ % frames.length]!;
         const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...headers });
         let status: string | undefined;
         stream.on("trailers", (t) => (status = String(t["grpc-status"])));
@@ -121,15 +126,16 @@ export function grpcSender(port: number, path: string, requestBytes: Uint8Array 
   };
 }
 
-/** gRPC unary calls of a request message (see grpcSender). */
+/** gRPC unary calls of a request message, or of several in turn (see grpcSender). */
 export function grpcMessageSender<I extends DescMessage>(
   port: number,
   path: string,
   schema: I,
-  request: MessageInitShape<I>,
+  request: MessageInitShape<I> | readonly MessageInitShape<I>[],
   headers: Record<string, string> = {},
 ): () => Send {
-  return grpcSender(port, path, toBinary(schema, create(schema, request)), headers);
+  const encode = (r: MessageInitShape<I>) => toBinary(schema, create(schema, r));
+  return grpcSender(port, path, Array.isArray(request) ? request.map(encode) : encode(request as MessageInitShape<I>), headers);
 }
 
 /** A raw query run by the load generator itself (e.g. postgres.js prepared statements); ok when it returns `expectRows` rows. */

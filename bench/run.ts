@@ -8,7 +8,7 @@
 //   npm run bench -- events [--events 100000] [--profile] [--sink-concurrency 32]   (PostgreSQL too)
 //   [BENCH_BEFORE_ROOT=<checkout>] npm run bench -- fan-out [--seconds 3] [--concurrency 4] [--rounds 3]   (PostgreSQL too;
 //     UpdateRepo's latency with 0 / 1 / 100 / 1,000 subscriptions on its group, and delivery at 1,000)
-//   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000]   (PostgreSQL too)
+//   npm run bench -- advisories [--seconds 2] [--files 1600] [--list-advisories 300000] [--only TEXT,TEXT]   (PostgreSQL too)
 //   [BENCH_BEFORE_ROOT=<checkout>] npm run bench -- advisory-documents [--seconds 3] [--concurrency 16] [--rounds 1]   (PostgreSQL too)
 //   npm run bench -- pooler [--seconds 3] [--concurrency 16] [--rounds 3]   (PostgreSQL and PgBouncer)
 //   npm run bench -- cold-start [--runs 7]   (PostgreSQL too; builds the server into a scratch directory)
@@ -153,7 +153,7 @@ const benches: Record<string, () => Promise<void>> = {
   "fan-out": () => benchFanOut({ seconds: seconds(3), concurrency: concurrency(4), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   "advisory-documents": () => benchAdvisoryDocuments({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 1 : Number(values.rounds) }),
   pooler: () => benchPooler({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
-  advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories }),
+  advisories: () => benchAdvisories({ seconds: seconds(2), files, listAdvisories, only: values.only }),
   "cold-start": () => benchColdStart({ runs }),
   profile: () => benchProfile({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(10), concurrency: concurrency(16), only: values.only, built: values.built, top }),
   perf: () => benchPerf({ tags: values.tags === "1000000" ? 100_000 : tags, seconds: seconds(5), concurrency: concurrency(16), only: values.only, top }),
