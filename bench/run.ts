@@ -29,6 +29,10 @@
 //     --rounds: of the multi-layer image, --small-rounds: of the small images; --memory-mb:
 //     the single layers of the memory curve, default mb/10, mb, 5 mb; --profile: the server under --cpu-prof,
 //     its main thread per operation)
+//   npm run bench -- oci-pull [--rounds 9] [--mb 100] [--strace] [--perf-record N]   (PostgreSQL too, skopeo, docker-registry, curl,
+//     perf: the multi-layer image pulled by skopeo and its largest layer by curl from each server, interleaved;
+//     the client's CPU, context switches and system calls per MB; --strace: strace -f -c of one pull per server; --perf-record N: N skopeo
+//     pulls per server under perf record, its CPU per MB by function)
 //   npm run bench:soak -- [--minutes 10] [--concurrency 10] [--interval 30] [--warmup 60]   (PostgreSQL too;
 //     the same as `npm run bench -- soak`, which only runs when named)
 import { parseArgs } from "node:util";
@@ -43,6 +47,7 @@ import { benchFanOut } from "./fan-out.js";
 import { benchPooler } from "./pooler.js";
 import { benchIam } from "./iam.js";
 import { benchOci } from "./oci.js";
+import { benchOciPull } from "./oci-pull.js";
 import { benchPerf } from "./perf.js";
 import { benchPing } from "./ping.js";
 import { benchProfile } from "./profile.js";
@@ -51,7 +56,7 @@ import { benchReplicas } from "./replicas.js";
 import { benchSoak } from "./soak.js";
 
 const usage =
-  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [replicas] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N] [--small-rounds N] [--memory-mb N,N,N]";
+  "usage: npm run bench -- [ping] [registry] [iam] [authz] [events] [fan-out] [growth] [advisories] [advisory-documents] [pooler] [cold-start] [profile] [ab] [soak] [perf] [oci] [oci-pull] [replicas] [--seconds N] [--concurrency N] [--tags N] [--keep-indexes] [--bindings N] [--events N] [--profile] [--sink-concurrency N] [--minutes N] [--interval N] [--warmup N] [--files N] [--list-advisories N] [--runs N] [--only TEXT] [--rounds N] [--sizes N,N,N] [--built] [--top N] [--pairs N] [--mb N] [--images N] [--small-rounds N] [--memory-mb N,N,N] [--strace] [--perf-record N]";
 let parsed;
 try {
   parsed = parseArgs({
@@ -64,6 +69,8 @@ try {
       "keep-indexes": { type: "boolean", default: false },
       events: { type: "string", default: "100000" },
       profile: { type: "boolean", default: false },
+      strace: { type: "boolean", default: false },
+      "perf-record": { type: "string" },
       "sink-concurrency": { type: "string" },
       minutes: { type: "string", default: "10" },
       interval: { type: "string", default: "30" },
@@ -160,12 +167,13 @@ const benches: Record<string, () => Promise<void>> = {
   ab: () => benchAb({ pairs, seconds: seconds(1), concurrency: concurrency(16), tags: values.tags === "1000000" ? 100_000 : tags, only: values.only }),
   growth: () => benchGrowth({ only: values.only, sizes, seconds: seconds(3), concurrency: concurrency(8), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   oci: () => benchOci({ rounds: values.rounds === undefined ? 9 : Number(values.rounds), smallRounds: Number(values["small-rounds"]), mb, images, memoryMb, profile: values.profile, top }),
+  "oci-pull": () => benchOciPull({ rounds: values.rounds === undefined ? 9 : Number(values.rounds), mb, strace: values.strace, perfRecord: values["perf-record"] === undefined ? 0 : Number(values["perf-record"]) }),
   replicas: () => benchReplicas({ seconds: seconds(3), concurrency: concurrency(16), rounds: values.rounds === undefined ? 3 : Number(values.rounds) }),
   soak: () => benchSoak({ minutes, concurrency: concurrency(10), intervalSeconds: interval, warmupSeconds: warmup }),
 };
 // With no name, every benchmark but the soak (it takes ten minutes: name it), the profiles (profile, perf),
-// ab (it needs BENCH_BEFORE_ROOT), growth (it seeds 10,000,000 tags: name it) and oci (it needs skopeo and docker-registry installed).
-const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab" && n !== "growth" && n !== "oci");
+// ab (it needs BENCH_BEFORE_ROOT), growth (it seeds 10,000,000 tags: name it) and oci, oci-pull (they need skopeo and docker-registry installed).
+const names = positionals.length ? positionals : Object.keys(benches).filter((n) => n !== "soak" && n !== "profile" && n !== "perf" && n !== "ab" && n !== "growth" && n !== "oci" && n !== "oci-pull");
 for (const name of names) {
   const bench = benches[name];
   if (!bench) {
