@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UploadOffsetError, type BlobStore } from "../../src/registry/oci/contracts.js";
-import { createFsBlobStore } from "../../src/registry/oci/fs-store.js";
+import { createFsBlobStore, sendBuffers } from "../../src/registry/oci/fs-store.js";
 import { loadConfig } from "../../src/config.js";
 import { isValidName, parseV2Path } from "../../src/registry/oci/names.js";
 
@@ -81,6 +81,27 @@ describe("filesystem blob store: sending through reused buffers", () => {
       expect(bytes().equals(want)).toBe(true);
     });
     await Promise.all(runs);
+  });
+
+  it("pulls of six large blobs at once, repeated, send through the same buffers: no more allocated than one pull holds", async () => {
+    // A client pulls up to six layers at once (skopeo, docker), each send holding up to three buffers: buffers
+    // dropped and allocated again on every pull were a garbage-collection cost of each pull.
+    const blobs = await Promise.all([0, 1, 2, 3, 4, 5].map(async (i) => {
+      const bytes = patterned(4 * 1024 * 1024 + i, 10 + i);
+      return { bytes, digest: await commitBlob(bytes, `send-six-${i}`) };
+    }));
+    const pull = () =>
+      Promise.all(blobs.map(async ({ bytes, digest }, i) => {
+        const { sink, bytes: got } = slowSink(1 + (i % 3));
+        await (await store.openSend!(digest)).pipeTo(sink, () => {});
+        expect(got().equals(bytes)).toBe(true);
+      }));
+    // At most 18 buffers are in use at once (six sends of three): pulls that reuse them allocate no more than
+    // that in all; pulls that dropped them allocated again each time.
+    const before = sendBuffers().allocated;
+    for (let i = 0; i < 4; i++) await pull();
+    expect(sendBuffers().allocated - before).toBeLessThanOrEqual(18);
+    expect(sendBuffers().spare).toBeGreaterThanOrEqual(sendBuffers().allocated - before);
   });
 
   it("rejects an absent blob when opened, and a consumer that closes early when sent", async () => {

@@ -101,10 +101,18 @@ const SEND_CHUNK = 1 << 20;
 const SEND_SMALL = 64 << 10;
 /** Chunks a send leaves queued on the response before it waits for the response to drain. */
 const SEND_QUEUED = 2;
-/** Spare send buffers kept between sends, process-wide. */
-const SEND_SPARE = 8;
+/**
+ * Spare send buffers kept between sends, process-wide (at most 32 MiB). A send holds up to SEND_QUEUED + 1
+ * buffers and a client pulls up to six blobs at once (skopeo, docker): a pull's 18 buffers come back as spares
+ * for the next. With 8 kept, every pull dropped and allocated ten 1 MiB buffers, and their external memory
+ * set off V8's major collections during pulls (bench/LOG.md, 2026-12-07, "the large pull").
+ */
+const SEND_SPARE = 32;
 const spare: Buffer[] = [];
-const takeBuffer = () => spare.pop() ?? Buffer.allocUnsafeSlow(SEND_CHUNK);
+let allocated = 0;
+const takeBuffer = () => spare.pop() ?? (allocated++, Buffer.allocUnsafeSlow(SEND_CHUNK));
+/** The send buffers allocated since the process started, and the spares kept now. */
+export const sendBuffers = (): { allocated: number; spare: number } => ({ allocated, spare: spare.length });
 const giveBack = (b: Buffer) => {
   if (b.length === SEND_CHUNK && spare.length < SEND_SPARE) spare.push(b);
 };
