@@ -165,7 +165,9 @@ async function measureOn(url: string, opts: OciPullBenchOptions): Promise<void> 
     // Under --perf-record, node writes its JIT code's symbols for perf (/tmp/perf-<pid>.map).
     const api = await startApiServer({ ...env, ISSUER_URL: issuer }, { quiet: true, port, ...(opts.perfRecord ? { nodeArgs: ["--perf-basic-prof-only-functions"] } : {}) });
     cleanups.push(() => api.stop());
-    const before = beforeRoot ? await startApiServer({ ...env, ISSUER_URL: beforeIssuer }, { quiet: true, port: beforePort, root: beforeRoot }) : undefined;
+    const before = beforeRoot
+      ? await startApiServer({ ...env, ISSUER_URL: beforeIssuer }, { quiet: true, port: beforePort, root: beforeRoot, ...(opts.perfRecord ? { nodeArgs: ["--perf-basic-prof-only-functions"] } : {}) })
+      : undefined;
     if (before) cleanups.push(() => before.stop());
     const dist = await startDistribution();
     cleanups.push(() => dist.stop());
@@ -426,7 +428,9 @@ async function profileClient(
     const fn = go ?? (r.sym === "[unknown]" ? `? ${r.dso}` : r.sym);
     const m = counts.get(`${r.who} ${r.target}`) ?? new Map<string, number>();
     counts.set(`${r.who} ${r.target}`, m);
-    for (const key of [`${where}: ${fn}`, `(all ${where})`, "(all)"]) m.set(key, (m.get(key) ?? 0) + 1);
+    // V8's garbage collection, on the main thread and its helpers.
+    const gc = where === "node" && /v8::internal::(Mark|ConcurrentMark|Sweep|Scaveng|MinorMark|Heap|MemoryAllocator|.*Evacuat|.*Remembered|.*Collector)/.test(fn);
+    for (const key of [`${where}: ${fn}`, `(all ${where})`, "(all)", ...(gc ? ["(V8 garbage collection)"] : [])]) m.set(key, (m.get(key) ?? 0) + 1);
   }
   const perMb = (n: number) => ((n / HZ) * 1000) / ((bytes / MB) * rounds);
   const [a, b] = [targets[0]!, targets[targets.length - 1]!];
