@@ -847,7 +847,11 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
           if (!(req as http.IncomingMessage).complete && req.httpVersionMajor === 1) res.setHeader("connection", "close");
           return sendError(req, res, err);
         }
-        if (req.destroyed || (req as http.IncomingMessage).aborted) return;
+        // A client gone (its request cut off, or its response closed) has no one to answer. A request destroyed
+        // after its body was read whole (an upload's, a manifest's: a request is destroyed once read) is no sign
+        // of that: its client waits for the answer.
+        const cutOff = (req.destroyed || (req as http.IncomingMessage).aborted) && !(req as http.IncomingMessage).complete;
+        if (cutOff || res.destroyed || (req.httpVersionMajor === 2 && (res as http2.Http2ServerResponse).stream.destroyed)) return;
         log.error("registry request failed", { requestId: record.id, path, err });
         record.code = Code.Internal;
         sendError(req, res, new OciError(500, "UNKNOWN", `internal error (request id ${record.id})`));
