@@ -6,12 +6,13 @@
 // or a commit or a put that keeps the blob already there), the collection runs before the route goes on. Whatever the
 // route then answers, what it says is there must be there.
 import { createHash } from "node:crypto";
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoBlobs, repos } from "../../src/db/schema/index.js";
+import { outboxEvents, repoBlobs, repos } from "../../src/db/schema/index.js";
 import type { BlobStore } from "../../src/registry/oci/contracts.js";
 import { createDbBlobReferences } from "../../src/registry/oci/blob-references.js";
 import { collectGarbage } from "../../src/registry/oci/gc.js";
+import { PUSH_EVENT } from "../../src/registry/oci/store.js";
 import { blobStoreSubjects, stopS3Subject } from "../support/blob-stores.js";
 import { imageOf, OCI_MANIFEST } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -107,6 +108,12 @@ describe.each(blobStoreSubjects)("a collection between a push's seeing a blob an
     return { status: res.status, headers: res.headers, bytes, text: bytes.toString("utf8") };
   }
   const octets = { "content-type": "application/octet-stream" };
+  /** The push events recorded about `digest` in a repo. */
+  const pushEvents = (repo: string, digest: string) =>
+    server.database.db
+      .select()
+      .from(outboxEvents)
+      .where(and(eq(outboxEvents.type, PUSH_EVENT), eq(outboxEvents.subject, repo), sql`${outboxEvents.body}->>'digest' = ${digest}`));
   /** The uid of the repo a /v2/ name ("<organization>/<repo>") designates. */
   const repoUid = async (name: string) =>
     (await server.database.db.select({ uid: repos.uid }).from(repos).where(and(eq(repos.groupUid, world.org), eq(repos.name, name.slice(name.indexOf("/") + 1)))))[0]!.uid;
@@ -152,10 +159,64 @@ describe.each(blobStoreSubjects)("a collection between a push's seeing a blob an
     });
     const mounted = await http("POST", `/v2/${target}/blobs/uploads/?mount=${digest}&from=${source}`);
     expect(mounted.status, mounted.text).toBe(202);
-    const links = await server.database.db.select().from(repoBlobs).where(and(eq(repoBlobs.repoUid, await repoUid(target)), eq(repoBlobs.digest, digest)));
+    const targetUid = await repoUid(target);
+    const links = await server.database.db.select().from(repoBlobs).where(and(eq(repoBlobs.repoUid, targetUid), eq(repoBlobs.digest, digest)));
     expect(links).toEqual([]);
+    expect(await pushEvents(targetUid, digest)).toEqual([]);
     expect((await http("HEAD", `/v2/${target}/blobs/${digest}`)).status).toBe(404);
 
+    const done = await http("PUT", `${mounted.headers.get("location")!}?digest=${digest}`, bytes, octets);
+    expect(done.status, done.text).toBe(201);
+    expect((await http("GET", `/v2/${target}/blobs/${digest}`)).bytes.equals(bytes)).toBe(true);
+    expect(await pushEvents(targetUid, digest)).toHaveLength(1);
+  });
+
+  it("a mount whose blob a collection asked about before the mount's link and deletes after it is not made", async () => {
+    const source = `${world.org}/mount-late-source`;
+    const target = `${world.org}/mount-late-target`;
+    const bytes = Buffer.from(`mounted late ${Math.random()}`);
+    const digest = sha256(bytes);
+    expect((await http("POST", `/v2/${source}/blobs/uploads/?digest=${digest}`, bytes, octets)).status).toBe(201);
+    expect((await http("POST", `/v2/${target}/blobs/uploads/?digest=${sha256("late target exists")}`, "late target exists", octets)).status).toBe(201);
+    const sourceUid = await repoUid(source);
+
+    // Between the mount's finding the blob and its link: the source lets the blob go, and a collection asks
+    // about it twice (unreferenced both times) and is held just before deleting it, until the mount has
+    // answered. Whatever the mount answers must hold once the collection has deleted the blob.
+    let reachDelete!: () => void;
+    const reachedDelete = new Promise<void>((resolve) => (reachDelete = resolve));
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    const held: BlobStore = new Proxy(raw, {
+      get(target, prop, receiver) {
+        if (prop === "delete") {
+          return async (d: string) => {
+            if (d === digest) {
+              reachDelete();
+              await gate;
+            }
+            await target.delete(d);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop, receiver);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    let collection: Promise<unknown> | undefined;
+    trap.set(digest, async () => {
+      await server.database.db.delete(repoBlobs).where(and(eq(repoBlobs.repoUid, sourceUid), eq(repoBlobs.digest, digest)));
+      collection = collectGarbage(held, createDbBlobReferences(server.database.db), { graceMs: 0, uploadTtlMs: 3_600_000, now: () => new Date(Date.now() + 60_000) });
+      await reachedDelete;
+    });
+    const mounted = await http("POST", `/v2/${target}/blobs/uploads/?mount=${digest}&from=${source}`);
+    openGate();
+    await collection;
+    expect(await raw.stat(digest)).toBeUndefined();
+
+    const targetUid = await repoUid(target);
+    expect(mounted.status, mounted.text).toBe(202);
+    expect(await server.database.db.select().from(repoBlobs).where(and(eq(repoBlobs.repoUid, targetUid), eq(repoBlobs.digest, digest)))).toEqual([]);
+    expect(await pushEvents(targetUid, digest)).toEqual([]);
     const done = await http("PUT", `${mounted.headers.get("location")!}?digest=${digest}`, bytes, octets);
     expect(done.status, done.text).toBe(201);
     expect((await http("GET", `/v2/${target}/blobs/${digest}`)).bytes.equals(bytes)).toBe(true);

@@ -11,13 +11,16 @@
 // - Mark, then sweep. The mark phase lists every blob older than the grace period and asks which of them are
 //   referenced; the others are candidates. The sweep phase asks again, batch by batch, right before deleting:
 //   a candidate linked since the mark (a push that reused an old, unreferenced blob by digest: commit keeps the
-//   existing blob with its old time, or a mount) is referenced at the second asking and kept.
+//   existing blob with its old time) is referenced at the second asking and kept.
 // - What remains is a link made after the second asking and before the delete of the same digest. The routes
 //   check from their side: after linking a blob that already existed they check it is still there
-//   (BlobStore.stat); if not, they store the bytes they received again (a mount takes its link back and asks
-//   for an upload). A link made after a batch's second asking whose re-check also ran before that digest's
-//   delete (the deletes of the candidates before it in the batch) is still lost: a blob unreferenced for the
-//   whole grace period, reused in those seconds (docs/registry-storage.md).
+//   (BlobStore.stat); if not, they store the bytes they received again. A link made after a batch's second
+//   asking whose re-check also ran before that digest's delete (the deletes of the candidates before it in the
+//   batch) is still lost: a blob unreferenced for the whole grace period, reused in those seconds
+//   (docs/registry-storage.md).
+// - A mount has no bytes to store again, and needs no re-check: it links only a blob its source repo links, and
+//   holds the source's link (a row lock) until its own link commits (store.ts mountPushed), so the blob is
+//   referenced at every instant in between and never a candidate at a second asking.
 //
 // Uploads need no such care: an upload that has not grown for the TTL is abandoned by definition, and a client
 // resuming it after its removal is told BLOB_UPLOAD_UNKNOWN and starts over.

@@ -33,7 +33,7 @@ import { log } from "../../kernel/log.js";
 import type { HttpRoute } from "../../kernel/module.js";
 import type { OutboxEvent } from "../../kernel/outbox.js";
 import type { RequestRecord } from "../../kernel/request.js";
-import { recordEvents, runUnitOfWork } from "../../kernel/unit-of-work.js";
+import { runUnitOfWork } from "../../kernel/unit-of-work.js";
 import { recordWriters } from "../../db/read-routing.js";
 import { isRecord } from "../../kernel/records.js";
 import { IMAGE_CONFIG_TYPES, INDEX_TYPES, MANIFEST_TYPES, MEDIA_TYPES, platformText } from "../oci-media.js";
@@ -381,18 +381,15 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
       if (source.repo && source.groupUid) {
         const fromTarget: RepositoryTarget = { name: from, groupUid: source.groupUid, repoUid: source.repo.uid, public: source.repo.public };
         const allowed = await auth.authorize(req, fromTarget, ["pull"]);
-        const size = allowed.ok && allowed.granted.has("pull") ? await store.linkedBlob(source.repo.uid, mount) : undefined;
-        if (size !== undefined && (await blobs.stat(mount))) {
+        // The blob is stored (a link may outlive its blob: gc.ts), and the source links it: the mount's link and
+        // its event, in one statement that holds the source's link until it commits, so that garbage collection
+        // cannot remove the blob in between (store.mountPushed). A source that no longer links it: an upload.
+        if (allowed.ok && allowed.granted.has("pull") && (await blobs.stat(mount))) {
           const repoUid = await repoForPush(target, decision, repoName);
-          const linked = await store.link(repoUid, mount, size);
-          // Collected meanwhile (gc.ts): take the link back and let the client upload the blob.
-          if (await blobs.stat(mount)) {
+          if (await store.mountPushed(source.repo.uid, repoUid, mount, blobPushed(req, target, repoUid, decision.subject, mount))) {
             counters?.pushes.inc({ type: "blob" });
-            await recordEvents(db, [blobPushed(req, target, repoUid, decision.subject, mount)]).catch((err: unknown) => log.warn("registry: push event not recorded", { repo: repoUid, err }));
             return send(res, 201, { location: `/v2/${target.name}/blobs/${mount}`, "docker-content-digest": mount });
           }
-          log.info("registry: a mounted blob was collected while being linked; asking for an upload", { repo: repoUid, digest: mount });
-          if (linked) await store.unlink(repoUid, mount);
         }
       }
     }

@@ -255,6 +255,35 @@ export function createOciStore(db: Executor) {
     },
 
     /**
+     * A cross-repository mount: links the blob `digest` that repo `from` links to the repo, and records its push
+     * event, in one statement (one round trip, one commit: the link and its event commit together), when `from`
+     * links it; when it does not, links nothing and records nothing, and resolves false. The event is recorded
+     * when the repo linked the blob already, as linkPushed's is.
+     *
+     * The source's link is locked (FOR KEY SHARE) until the statement commits, so a deletion of it (the blob
+     * deleted from `from`, or `from` deleted) waits for the mount: from the moment the mount finds the source's
+     * link until its own is committed, some committed link references the blob at every instant, and garbage
+     * collection, which removes only a blob it found referenced nowhere right before (gc.ts), cannot remove it
+     * in between. A source's link deleted before the statement is not found: nothing is linked.
+     */
+    async mountPushed(from: string, repoUid: string, digest: string, event: OutboxEvent): Promise<boolean> {
+      const t = (col: { name: string }) => sql.identifier(col.name);
+      const [row] = executedRows(
+        await db.execute(sql`with source as (
+            select ${t(repoBlobs.size)} as size from ${repoBlobs} where ${t(repoBlobs.repoUid)} = ${from} and ${t(repoBlobs.digest)} = ${digest} for key share
+          ),
+          linked as (
+            insert into ${repoBlobs} (${t(repoBlobs.repoUid)}, ${t(repoBlobs.digest)}, ${t(repoBlobs.size)})
+            select ${repoUid}::text, ${digest}::text, size from source
+            on conflict do nothing
+          ),
+          recorded as (${outboxInsert(event, { from: sql`source` })})
+          select count(*)::int as found from source`),
+      );
+      return Number(row?.found) > 0;
+    },
+
+    /**
      * Records a pull's event in one statement whose commit does not wait for PostgreSQL's log to reach the disk
      * (synchronous_commit off for that statement's own transaction alone).
      */
