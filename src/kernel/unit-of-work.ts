@@ -174,6 +174,39 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
   }
 }
 
+/** The outbox's columns an event fills: every column of the table but those its defaults fill (id, create time). */
+type OutboxColumn = keyof Omit<typeof outboxEvents.$inferInsert, "id" | "createTime">;
+
+/**
+ * The columns both writers of the outbox list (recordEvents and outboxInsert), in one order: the one mapping
+ * of an event to its row. A column added to the table must be named here (the type below fails until it is),
+ * and the event must then carry its value.
+ */
+const OUTBOX_COLUMNS = ["type", "subject", "groupUid", "audience", "method", "actor", "body", "bodyType", "extensions"] as const satisfies readonly (OutboxColumn & keyof OutboxEvent)[];
+const everyOutboxColumn: Exclude<OutboxColumn, (typeof OUTBOX_COLUMNS)[number]> extends never ? true : never = true;
+void everyOutboxColumn;
+const outboxColumnList = sql.join(
+  OUTBOX_COLUMNS.map((k) => sql.identifier(outboxEvents[k].name)),
+  sql`, `,
+);
+
+/**
+ * An event's values, in OUTBOX_COLUMNS's order, each as its column's driver value (Drizzle's own mapping: a
+ * jsonb column's value is its JSON text) cast to the column's type. `bodyMerge`: see outboxInsert.
+ */
+function outboxValues(event: OutboxEvent, bodyMerge?: SQL): SQL {
+  return sql.join(
+    OUTBOX_COLUMNS.map((k) => {
+      const column = outboxEvents[k];
+      const type = sql.raw(column.getSQLType());
+      const v = event[k];
+      const value = v === null ? sql`null::${type}` : sql`${column.mapToDriverValue(v as never)}::${type}`;
+      return k === "body" && bodyMerge ? sql`${value} || ${bodyMerge}` : value;
+    }),
+    sql`, `,
+  );
+}
+
 /**
  * Writes events to the outbox: the one way a row gets there, for the events of API methods (above) and for
  * those a domain builds itself because no RPC made the change (the registry's push and pull over /v2/: type,
@@ -181,21 +214,21 @@ export async function runUnitOfWork<T>(opts: RunUnitOfWorkOptions, work: (unit: 
  * describe, so that they commit or roll back with it; an event about no change (a pull) may pass the database.
  */
 export async function recordEvents(db: Executor, events: readonly OutboxEvent[]): Promise<void> {
-  if (events.length > 0) await db.insert(outboxEvents).values([...events]);
+  if (events.length === 0) return;
+  const rows = sql.join(
+    events.map((e) => sql`(${outboxValues(e)})`),
+    sql`, `,
+  );
+  await db.execute(sql`insert into ${outboxEvents} (${outboxColumnList}) values ${rows}`);
 }
 
 /**
- * recordEvents's insert of one event as SQL, for a write whose change and event run as one statement (a
- * data-modifying WITH query: one round trip, one commit, the two committed together or not at all).
- * `bodyMerge`: a jsonb object that statement computes, merged into the body (a value only the statement learns,
- * such as the digest a tag pointed at before it moved). `from`: a FROM clause for the values (a WITH query's
- * name, so that it is evaluated with the insert).
+ * recordEvents's insert of one event as SQL (the same columns and values), for a write whose change and event
+ * run as one statement (a data-modifying WITH query: one round trip, one commit, the two committed together or
+ * not at all). `bodyMerge`: a jsonb object that statement computes, merged into the body (a value only the
+ * statement learns, such as the digest a tag pointed at before it moved). `from`: a FROM clause for the values
+ * (a WITH query's name, so that it is evaluated with the insert; a row per row of it).
  */
 export function outboxInsert(event: OutboxEvent, opts: { bodyMerge?: SQL; from?: SQL } = {}): SQL {
-  const body = event.body === null ? sql`null::jsonb` : sql`${JSON.stringify(event.body)}::jsonb`;
-  const c = outboxEvents;
-  const columns = [c.type, c.subject, c.groupUid, c.audience, c.method, c.actor, c.body, c.bodyType, c.extensions].map((col) => sql.identifier(col.name));
-  return sql`insert into ${outboxEvents} (${sql.join(columns, sql`, `)}) select ${event.type}::text, ${event.subject}::text, ${event.groupUid}::text, ${event.audience}::smallint, ${event.method}::text, ${event.actor}::text, ${
-    opts.bodyMerge ? sql`${body} || ${opts.bodyMerge}` : body
-  }, ${event.bodyType}::text, ${JSON.stringify(event.extensions)}::jsonb${opts.from ? sql` from ${opts.from}` : sql``}`;
+  return sql`insert into ${outboxEvents} (${outboxColumnList}) select ${outboxValues(event, opts.bodyMerge)}${opts.from ? sql` from ${opts.from}` : sql``}`;
 }
