@@ -221,3 +221,41 @@ export function hotStatement<P>(prepared: P, opts: HotStatementOptions = {}): P 
   };
   return prepared;
 }
+
+/** What a postgres.js session of Drizzle holds (PostgresJsSession, drizzle-orm 0.45). */
+interface PostgresJsSessionInternals {
+  client: { unsafe(query: string, params: unknown[], options: { prepare: boolean }): Promise<unknown> };
+  logger?: { logQuery(query: string, params: unknown[]): void };
+}
+
+/** What every Drizzle database and transaction holds: its session and the dialect that writes its SQL. */
+interface DatabaseInternals {
+  session?: unknown;
+  dialect?: { sqlToQuery(query: SQL): { sql: string; params: unknown[] } };
+}
+
+function postgresJsSessionOf(db: unknown): PostgresJsSessionInternals | undefined {
+  const session = (db as DatabaseInternals).session;
+  if (!session || (session.constructor as { [entityKind]?: string })[entityKind] !== "PostgresJsSession") return undefined;
+  return typeof (session as Partial<PostgresJsSessionInternals>).client?.unsafe === "function" ? (session as PostgresJsSessionInternals) : undefined;
+}
+
+/**
+ * A raw statement (what `db.execute(query)` runs) made hot: on postgres.js, run as a named statement of the
+ * connection, as hotStatement runs a select (see the top of this file), for a statement a hot path sends with
+ * the same text on every call, every value a parameter (a write and its event in one statement). Resolves to
+ * what `db.execute` resolves to (on postgres.js, the rows as objects), and a failed query rejects with the
+ * same DrizzleQueryError; on other drivers (PGlite) it is `db.execute`.
+ */
+export async function executeHot(db: { execute(query: SQL): PromiseLike<unknown> }, query: SQL): Promise<unknown> {
+  const session = postgresJsSessionOf(db);
+  const dialect = (db as DatabaseInternals).dialect;
+  if (!session || !dialect) return db.execute(query);
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  session.logger?.logQuery(text, params);
+  try {
+    return await session.client.unsafe(text, params, { prepare: true });
+  } catch (err) {
+    throw new DrizzleQueryError(text, params, err as Error);
+  }
+}

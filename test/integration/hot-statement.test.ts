@@ -5,7 +5,8 @@
 import { DrizzleQueryError, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { groups, identities, roleBindings, roles } from "../../src/db/schema/index.js";
-import { hotStatement } from "../../src/kernel/prepared-rows.js";
+import { executeHot, hotStatement } from "../../src/kernel/prepared-rows.js";
+import { executedRows } from "../../src/kernel/store.js";
 import { openTestDatabase, type TestDatabase } from "../support/database.js";
 
 const ROOT = "a".repeat(40);
@@ -110,5 +111,44 @@ describe("hot statements", () => {
     };
     expect((await failure(hot)).code).toBe((await failure(plain)).code);
     expect((await failure(hot)).code).toBe("22P02");
+  });
+
+  it("run a raw statement as db.execute runs it (the rows, a write's effect), named on PostgreSQL, in a transaction too", async () => {
+    const { db } = database;
+    // A write and a read in one statement, its values parameters: the text is the same on every call.
+    const statement = (name: string) =>
+      sql`with renamed as (update ${groups} set description = ${name} where uid = ${`${ROOT}/0000000000000001`} returning uid) select uid, ${name}::text as name from renamed`;
+    for (let i = 0; i < 7; i++) {
+      const hot = executedRows(await executeHot(db, statement(`hot ${i}`)));
+      expect(hot).toEqual(executedRows(await db.execute(statement(`hot ${i}`))));
+      expect(hot).toEqual([{ uid: `${ROOT}/0000000000000001`, name: `hot ${i}` }]);
+    }
+    const [row] = await db.select({ description: groups.description }).from(groups).where(eq(groups.uid, `${ROOT}/0000000000000001`));
+    expect(row!.description).toBe("hot 6");
+    if (database.kind === "postgres") {
+      const text = (db as unknown as { dialect: { sqlToQuery(q: unknown): { sql: string } } }).dialect.sqlToQuery(statement("x")).sql;
+      expect((await namedStatements()).filter((s) => s === text)).toHaveLength(1);
+    }
+    // In a transaction: on the transaction's connection, rolled back with it.
+    await db
+      .transaction(async (tx) => {
+        expect(executedRows(await executeHot(tx, statement("in a transaction")))).toEqual([{ uid: `${ROOT}/0000000000000001`, name: "in a transaction" }]);
+        throw new Error("roll back");
+      })
+      .catch(() => {});
+    const [after] = await db.select({ description: groups.description }).from(groups).where(eq(groups.uid, `${ROOT}/0000000000000001`));
+    expect(after!.description).toBe("hot 6");
+  });
+
+  it("fail a raw statement as db.execute fails it: a DrizzleQueryError with the database's error as its cause", async () => {
+    const { db } = database;
+    const statement = sql`select cast(${"not a number"}::text as integer) as n`;
+    const failure = async (run: () => PromiseLike<unknown>) => {
+      const err = await Promise.resolve(run()).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(DrizzleQueryError);
+      return (err as DrizzleQueryError).cause as { code?: string };
+    };
+    expect((await failure(() => executeHot(db, statement))).code).toBe("22P02");
+    expect((await failure(() => db.execute(statement))).code).toBe("22P02");
   });
 });

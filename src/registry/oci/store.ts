@@ -9,7 +9,7 @@ import { outboxInsert } from "../../kernel/unit-of-work.js";
 import { executedRows, type Executor } from "../../kernel/store.js";
 import { tagKindOf } from "../tag-kind.js";
 import { newChildUid } from "../../kernel/uidp.js";
-import { hotStatement } from "../../kernel/prepared-rows.js";
+import { executeHot, hotStatement } from "../../kernel/prepared-rows.js";
 import { splitName } from "./names.js";
 
 export interface ResolvedName {
@@ -89,7 +89,9 @@ export function createOciStore(db: Executor) {
   // The statements every /v2/ request runs (a name's resolution, a blob's link, a manifest by tag or
   // digest), prepared on first use and run as named statements (kernel/prepared-rows.ts): a small pull or
   // push is a dozen requests of a few point reads each, where building each query and having PostgreSQL
-  // parse and plan it again was much of the request's cost.
+  // parse and plan it again was much of the request's cost. The raw statements of a push's rows with its event
+  // (linkPushed, mountPushed, putManifestPushed) and of a pull's event (recordPull) run named too (executeHot):
+  // their text is the same on every call, every value a parameter (bench/LOG.md).
   let resolveStatement: ReturnType<typeof prepareResolve> | undefined;
   let linkedBlobStatement: ReturnType<typeof prepareLinkedBlob> | undefined;
   let manifestStatement: ReturnType<typeof prepareManifest> | undefined;
@@ -250,7 +252,7 @@ export function createOciStore(db: Executor) {
      */
     async linkPushed(repoUid: string, digest: string, size: number, event: OutboxEvent): Promise<boolean> {
       const link = db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
-      const [row] = executedRows(await db.execute(sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
+      const [row] = executedRows(await executeHot(db, sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
       return Number(row?.linked) > 0;
     },
 
@@ -269,7 +271,7 @@ export function createOciStore(db: Executor) {
     async mountPushed(from: string, repoUid: string, digest: string, event: OutboxEvent): Promise<boolean> {
       const t = (col: { name: string }) => sql.identifier(col.name);
       const [row] = executedRows(
-        await db.execute(sql`with source as (
+        await executeHot(db, sql`with source as (
             select ${t(repoBlobs.size)} as size from ${repoBlobs} where ${t(repoBlobs.repoUid)} = ${from} and ${t(repoBlobs.digest)} = ${digest} for key share
           ),
           linked as (
@@ -288,7 +290,7 @@ export function createOciStore(db: Executor) {
      * (synchronous_commit off for that statement's own transaction alone).
      */
     async recordPull(event: OutboxEvent): Promise<void> {
-      await db.execute(sql`with relaxed as (select set_config('synchronous_commit', 'off', true)) ${outboxInsert(event, { from: sql`relaxed` })}`);
+      await executeHot(db, sql`with relaxed as (select set_config('synchronous_commit', 'off', true)) ${outboxInsert(event, { from: sql`relaxed` })}`);
     },
 
     /** Unlinks a blob from the repo; false when it was not linked. */
@@ -350,12 +352,12 @@ export function createOciStore(db: Executor) {
           },
         });
       if (tag === undefined) {
-        await db.execute(sql`with stored as (${manifest.getSQL()}) ${outboxInsert(event)}`);
+        await executeHot(db, sql`with stored as (${manifest.getSQL()}) ${outboxInsert(event)}`);
         return undefined;
       }
       const t = (col: { name: string }) => sql.identifier(col.name);
       const [row] = executedRows(
-        await db.execute(sql`with stored as (${manifest.getSQL()}),
+        await executeHot(db, sql`with stored as (${manifest.getSQL()}),
           previous as (select ${t(tags.digest)} as digest from ${tags} where ${t(tags.repoUid)} = ${repoUid} and ${t(tags.name)} = ${tag} for update),
           tagged as (
             insert into ${tags} (${t(tags.uid)}, ${t(tags.repoUid)}, ${t(tags.name)}, ${t(tags.digest)}, ${t(tags.kind)})
