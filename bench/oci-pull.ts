@@ -12,14 +12,12 @@ import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { openPostgres } from "../src/db/client.js";
 import { setLogLevel } from "../src/kernel/log.js";
-import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
 import { ociLayout } from "../test/support/oci-layout.js";
-import { distributionInstalled, freePort, SKOPEO, skopeo, skopeoInstalled, startDistribution } from "../test/support/skopeo.js";
-import { ownedOrganization, withScratchDatabase } from "./database.js";
+import { distributionInstalled, SKOPEO, skopeo, skopeoInstalled, startDistribution } from "../test/support/skopeo.js";
+import { withScratchDatabase } from "./database.js";
+import { startOciServers } from "./oci.js";
 import { say, textTable } from "./load.js";
-import { startApiServer } from "./processes.js";
 
 export interface OciPullBenchOptions {
   rounds: number;
@@ -149,25 +147,14 @@ async function measureOn(url: string, opts: OciPullBenchOptions): Promise<void> 
     const imageBytes = big.manifest.size + big.config.size + big.layers.reduce((s, l) => s + l.size, 0);
     const largest = [...big.layers].sort((a, b) => b.size - a.size)[0]!;
 
-    const database = await openPostgres(url, { max: 1 });
-    const port = await freePort();
-    const issuer = `http://127.0.0.1:${port}`;
-    const { org, owner, auth } = await ownedOrganization(database.db, issuer, 6 * 3600);
-    const token = auth.authorization!.replace(/^Bearer /, "");
-    const beforeRoot = process.env.BENCH_BEFORE_ROOT;
-    const beforePort = beforeRoot ? await freePort() : 0;
-    const beforeIssuer = `http://127.0.0.1:${beforePort}`;
-    const beforeToken = beforeRoot
-      ? (await mintToken(await createKeyStore(database.db), { issuer: beforeIssuer, subject: owner, audience: beforeIssuer, ttlSeconds: 6 * 3600 })).token
-      : "";
-    await database.close();
-    const env = { DATABASE_URL: url, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" };
     // Under --perf-record, node writes its JIT code's symbols for perf (/tmp/perf-<pid>.map).
-    const api = await startApiServer({ ...env, ISSUER_URL: issuer }, { quiet: true, port, ...(opts.perfRecord ? { nodeArgs: ["--perf-basic-prof-only-functions"] } : {}) });
+    const nodeArgs = opts.perfRecord ? ["--perf-basic-prof-only-functions"] : undefined;
+    const servers = await startOciServers(url, { nodeArgs, beforeNodeArgs: nodeArgs });
+    const { org, token, port, api } = servers;
+    const before = servers.before?.server;
+    const beforePort = servers.before?.port ?? 0;
+    const beforeToken = servers.before?.token ?? "";
     cleanups.push(() => api.stop());
-    const before = beforeRoot
-      ? await startApiServer({ ...env, ISSUER_URL: beforeIssuer }, { quiet: true, port: beforePort, root: beforeRoot, ...(opts.perfRecord ? { nodeArgs: ["--perf-basic-prof-only-functions"] } : {}) })
-      : undefined;
     if (before) cleanups.push(() => before.stop());
     const dist = await startDistribution();
     cleanups.push(() => dist.stop());

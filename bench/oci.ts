@@ -115,6 +115,54 @@ const median = (xs: readonly number[]) => {
 const imageBytes = (im: BuiltImage) => im.manifest.size + im.config.size + im.layers.reduce((s, l) => s + l.size, 0);
 const mib = (bytes: number) => (bytes / (1 << 20)).toFixed(0);
 
+/** The servers of this project a run measures: this checkout's, and with BENCH_BEFORE_ROOT that checkout's. */
+export interface OciServers {
+  /** The organization both push to and pull from, and its owner. */
+  org: string;
+  owner: string;
+  /** This checkout's server, its port (its address is its issuer) and an access token of the owner. */
+  api: Awaited<ReturnType<typeof startApiServer>>;
+  port: number;
+  token: string;
+  /** BENCH_BEFORE_ROOT's server (the code before a change), with a token of its own issuer. */
+  before?: { server: Awaited<ReturnType<typeof startApiServer>>; port: number; token: string };
+}
+
+/**
+ * Starts this checkout's server in development mode on the scratch database `url` (its issuer, to which the
+ * registry token flow points clients, is its own plain-http loopback address), makes an organization with an
+ * owner and mints the owner a token; with BENCH_BEFORE_ROOT=<checkout>, that checkout's server too, on the same
+ * database, with a token of its own issuer, so that before and after are measured in the same rounds.
+ * `nodeArgs`, `beforeNodeArgs`: node's flags for each (a profiler's). The caller stops both.
+ */
+export async function startOciServers(url: string, opts: { nodeArgs?: string[]; beforeNodeArgs?: string[] } = {}): Promise<OciServers> {
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const beforeRoot = process.env.BENCH_BEFORE_ROOT;
+  const beforePort = beforeRoot ? await freePort() : 0;
+  const beforeIssuer = `http://127.0.0.1:${beforePort}`;
+  const database = await openPostgres(url, { max: 1 });
+  let org: string, owner: string, token: string, beforeToken: string;
+  try {
+    const owned = await ownedOrganization(database.db, issuer, 6 * 3600);
+    ({ org, owner } = owned);
+    token = owned.auth.authorization!.replace(/^Bearer /, "");
+    beforeToken = beforeRoot ? (await mintToken(await createKeyStore(database.db), { issuer: beforeIssuer, subject: owner, audience: beforeIssuer, ttlSeconds: 6 * 3600 })).token : "";
+  } finally {
+    await database.close();
+  }
+  const env = { DATABASE_URL: url, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" };
+  const api = await startApiServer({ ...env, ISSUER_URL: issuer }, { quiet: true, port, ...(opts.nodeArgs ? { nodeArgs: opts.nodeArgs } : {}) });
+  if (!beforeRoot) return { org, owner, api, port, token };
+  try {
+    const server = await startApiServer({ ...env, ISSUER_URL: beforeIssuer }, { quiet: true, port: beforePort, root: beforeRoot, ...(opts.beforeNodeArgs ? { nodeArgs: opts.beforeNodeArgs } : {}) });
+    return { org, owner, api, port, token, before: { server, port: beforePort, token: beforeToken } };
+  } catch (err) {
+    await api.stop();
+    throw err;
+  }
+}
+
 export async function benchOci(opts: OciBenchOptions): Promise<void> {
   if (!skopeoInstalled() || !distributionInstalled()) {
     throw new Error("the oci benchmark needs Debian's skopeo and docker-registry (apt-get install skopeo docker-registry; .ci/run installs them)");
@@ -151,36 +199,20 @@ async function measureOn(url: string, opts: OciBenchOptions): Promise<void> {
     };
 
     // --- the two registries ---------------------------------------------------------------------------------
-    const database = await openPostgres(url, { max: 1 });
     const admin = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: BENCH_APPLICATION } });
     cleanups.push(() => admin.end({ timeout: 5 }));
-    const port = await freePort();
-    const issuer = `http://127.0.0.1:${port}`;
-    const { org, owner, auth } = await ownedOrganization(database.db, issuer, 6 * 3600);
-    const token = auth.authorization!.replace(/^Bearer /, "");
-    // BENCH_BEFORE_ROOT: the server of that checkout (the code before a change) too, on the same database, with
-    // a token of its own issuer (its own address), measured in the same rounds.
-    const beforeRoot = process.env.BENCH_BEFORE_ROOT;
-    const beforePort = beforeRoot ? await freePort() : 0;
-    const beforeIssuer = `http://127.0.0.1:${beforePort}`;
-    const beforeToken = beforeRoot
-      ? (await mintToken(await createKeyStore(database.db), { issuer: beforeIssuer, subject: owner, audience: beforeIssuer, ttlSeconds: 6 * 3600 })).token
-      : "";
-    await database.close();
     const profileDir = opts.profile ? mkdtempSync(join(tmpdir(), "bench-oci-prof-")) : undefined;
-    const api = await startApiServer(
-      { DATABASE_URL: url, ISSUER_URL: issuer, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" },
-      { quiet: true, port, ...(profileDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] } : {}) },
-    );
+    const servers = await startOciServers(url, profileDir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] } : {});
+    const { org, token, port, api } = servers;
+    const before = servers.before?.server;
+    const beforePort = servers.before?.port ?? 0;
+    const beforeToken = servers.before?.token ?? "";
     let apiStopped = false;
     cleanups.push(() => (apiStopped ? undefined : api.stop()));
+    if (before) cleanups.push(() => before.stop());
     /** The windows of each operation on this server, in microseconds of the monotonic clock (the profile's). */
     const windows: { op: string; from: number; to: number }[] = [];
     const now = () => Number(process.hrtime.bigint() / 1000n);
-    const before = beforeRoot
-      ? await startApiServer({ DATABASE_URL: url, ISSUER_URL: beforeIssuer, SERVER_MODE: "development", LOG_LEVEL: "warn", METRICS_ADDR: "off" }, { quiet: true, port: beforePort, root: beforeRoot })
-      : undefined;
-    if (before) cleanups.push(() => before.stop());
     const dist = await startDistribution();
     cleanups.push(() => dist.stop());
     const client: Skopeo = skopeo();
