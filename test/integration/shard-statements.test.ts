@@ -96,6 +96,7 @@ beforeAll(async () => {
     await oci("GET", `/v2/${name}/blobs/${sha256(layer)}`);
   });
   await hot("registry tags list", () => oci("GET", `/v2/${name}/tags/list`));
+  await hot("registry cross-repository mount", () => oci("POST", `/v2/${world.org}/shard-check-mounted/blobs/uploads/?mount=${sha256(layer)}&from=${name}`));
   await hot("registry GC (blob references)", () => createDbBlobReferences(server.database.db).referenced([sha256(layer), sha256(config)]));
 
   // Event delivery: the events so far delivered (not captured), then one more mutation captured from its
@@ -123,7 +124,7 @@ function touching(call: string, table: string): Verdict[] {
 describe("the hot statements on a distributed database", () => {
   it("were all captured", () => {
     for (const [name, list] of verdicts) expect(list.length, name).toBeGreaterThan(0);
-    expect(verdicts.size).toBe(16);
+    expect(verdicts.size).toBe(17);
   });
 
   it("join no rows of different organizations and name only classified tables", () => {
@@ -137,6 +138,10 @@ describe("the hot statements on a distributed database", () => {
     for (const v of touching("ListTags", "tags")) expect(v.shards, v.sql).toBe("router");
     for (const v of touching("registry manifest push", "manifests")) expect(v.shards, v.sql).toBe("router");
     for (const v of touching("registry tags list", "tags")) expect(v.shards, v.sql).toBe("router");
+    // A mount within one organization: the source's link locked and the target's inserted on its shard.
+    const mount = touching("registry cross-repository mount", "repo_blobs");
+    expect(mount.some((v) => v.locks)).toBe(true);
+    for (const v of mount) expect(v.shards, v.sql).toBe("router");
     expect(touching("ListTags", "tags").length).toBeGreaterThan(0);
     expect(touching("registry manifest push", "manifests").length).toBeGreaterThan(0);
   });

@@ -382,7 +382,7 @@ export function createOciRoutes(deps: OciRouteDeps): HttpRoute[] {
         const fromTarget: RepositoryTarget = { name: from, groupUid: source.groupUid, repoUid: source.repo.uid, public: source.repo.public };
         const allowed = await auth.authorize(req, fromTarget, ["pull"]);
         // The blob is stored (a link may outlive its blob: gc.ts), and the source links it: the mount's link and
-        // its event, in one statement that holds the source's link until it commits, so that garbage collection
+        // its event, in one transaction that holds the source's link until it commits, so that garbage collection
         // cannot remove the blob in between (store.mountPushed). A source that no longer links it: an upload.
         if (allowed.ok && allowed.granted.has("pull") && (await blobs.stat(mount))) {
           const repoUid = await repoForPush(target, decision, repoName);

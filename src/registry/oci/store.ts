@@ -85,6 +85,17 @@ export function civilDateTime(d: Date): string {
   return ms === 0 ? iso.slice(0, 19) : `${iso.slice(0, 19)}.${String(ms * 1000).padStart(6, "0")}`;
 }
 
+/**
+ * Links a blob to a repo and records its push event, in one statement (one round trip, one commit: the link and
+ * its event commit together); false when the blob was linked already (the event is recorded all the same: the
+ * push happened).
+ */
+async function linkWithEvent(db: Executor, repoUid: string, digest: string, size: number, event: OutboxEvent): Promise<boolean> {
+  const link = db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
+  const [row] = executedRows(await executeHot(db, sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
+  return Number(row?.linked) > 0;
+}
+
 export function createOciStore(db: Executor) {
   // The statements every /v2/ request runs (a name's resolution, a blob's link, a manifest by tag or
   // digest), prepared on first use and run as named statements (kernel/prepared-rows.ts): a small pull or
@@ -245,44 +256,35 @@ export function createOciStore(db: Executor) {
       return made.length > 0;
     },
 
-    /**
-     * Links a blob to the repo and records its push event, in one statement (one round trip, one commit: the
-     * link and its event commit together); false when the blob was linked already (the event is recorded all
-     * the same: the push happened).
-     */
-    async linkPushed(repoUid: string, digest: string, size: number, event: OutboxEvent): Promise<boolean> {
-      const link = db.insert(repoBlobs).values({ repoUid, digest, size }).onConflictDoNothing().returning({ digest: repoBlobs.digest });
-      const [row] = executedRows(await executeHot(db, sql`with linked as (${link.getSQL()}), recorded as (${outboxInsert(event)}) select count(*)::int as linked from linked`));
-      return Number(row?.linked) > 0;
+    /** Links a blob to the repo with its push event, in one statement (linkWithEvent). */
+    linkPushed(repoUid: string, digest: string, size: number, event: OutboxEvent): Promise<boolean> {
+      return linkWithEvent(db, repoUid, digest, size, event);
     },
 
     /**
      * A cross-repository mount: links the blob `digest` that repo `from` links to the repo, and records its push
-     * event, in one statement (one round trip, one commit: the link and its event commit together), when `from`
-     * links it; when it does not, links nothing and records nothing, and resolves false. The event is recorded
-     * when the repo linked the blob already, as linkPushed's is.
+     * event, in one transaction (the link and its event commit together), when `from` links it; when it does
+     * not, links nothing and records nothing, and resolves false. The event is recorded when the repo linked the
+     * blob already, as linkPushed's is.
      *
-     * The source's link is locked (FOR KEY SHARE) until the statement commits, so a deletion of it (the blob
-     * deleted from `from`, or `from` deleted) waits for the mount: from the moment the mount finds the source's
-     * link until its own is committed, some committed link references the blob at every instant, and garbage
-     * collection, which removes only a blob it found referenced nowhere right before (gc.ts), cannot remove it
-     * in between. A source's link deleted before the statement is not found: nothing is linked.
+     * The source's link is read and locked (FOR KEY SHARE) first, and stays locked until the transaction
+     * commits, so a deletion of it (the blob deleted from `from`, or `from` deleted) waits for the mount: from
+     * the moment the mount finds the source's link until its own is committed, some committed link references
+     * the blob at every instant, and garbage collection, which removes only a blob it found referenced nowhere
+     * right before (gc.ts), cannot remove it in between. A source's link deleted before is not found: nothing is
+     * linked. Two statements, each about one repo's rows (the source's, then the target's link with its event):
+     * on a database sharded by organization each stays on one shard (docs/sharding.md).
      */
-    async mountPushed(from: string, repoUid: string, digest: string, event: OutboxEvent): Promise<boolean> {
+    mountPushed(from: string, repoUid: string, digest: string, event: OutboxEvent): Promise<boolean> {
       const t = (col: { name: string }) => sql.identifier(col.name);
-      const [row] = executedRows(
-        await executeHot(db, sql`with source as (
-            select ${t(repoBlobs.size)} as size from ${repoBlobs} where ${t(repoBlobs.repoUid)} = ${from} and ${t(repoBlobs.digest)} = ${digest} for key share
-          ),
-          linked as (
-            insert into ${repoBlobs} (${t(repoBlobs.repoUid)}, ${t(repoBlobs.digest)}, ${t(repoBlobs.size)})
-            select ${repoUid}::text, ${digest}::text, size from source
-            on conflict do nothing
-          ),
-          recorded as (${outboxInsert(event, { from: sql`source` })})
-          select count(*)::int as found from source`),
-      );
-      return Number(row?.found) > 0;
+      return db.transaction(async (tx) => {
+        const [source] = executedRows(
+          await executeHot(tx, sql`select ${t(repoBlobs.size)} as size from ${repoBlobs} where ${t(repoBlobs.repoUid)} = ${from} and ${t(repoBlobs.digest)} = ${digest} for key share`),
+        );
+        if (!source) return false;
+        await linkWithEvent(tx, repoUid, digest, Number(source.size), event);
+        return true;
+      });
     },
 
     /**
