@@ -33,7 +33,7 @@ import { openPostgres } from "../src/db/client.js";
 import { setLogLevel } from "../src/kernel/log.js";
 import { withScratchDatabase } from "./database.js";
 import { BENCH_APPLICATION, backendsCpu, processCpu, type CpuMeter } from "./cpu.js";
-import { grpcMessageSender, http1Sender, measure, sqlSender, textTable, type Result, type Send, say } from "./load.js";
+import { grpcMessageSender, http1Sender, measure, sqlSender, textTable, median, say, type Result, type Send } from "./load.js";
 import { startApiServer } from "./processes.js";
 
 const LIST_DOCUMENTS = "/chainguard.platform.advisory.v2.SecurityAdvisoryService/ListDocuments";
@@ -47,11 +47,6 @@ export interface AdvisoryDocumentsBenchOptions {
   rounds: number;
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** A result whose figures are the medians of the rounds' (errors summed). */
 function medianResult(rs: readonly Result[]): Result {

@@ -20,6 +20,17 @@ export function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/**
+ * User and system CPU seconds apart, from /proc/<pid>/stat: the process's own (every thread), or with `reaped`
+ * the children it has waited for (for this process: the clients it ran, such as skopeo).
+ */
+export function userSys(pid: number | "self", reaped = false): { user: number; sys: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const at = reaped ? 13 : 11;
+  return { user: Number(f[at]) / 100, sys: Number(f[at + 1]) / 100 };
+}
+
 /** The CPU of some processes over a window: `begin` starts it and resolves with the function ending it. */
 export interface CpuMeter {
   /** The column this meter fills ("server", "PostgreSQL", ...). */

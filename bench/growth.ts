@@ -27,7 +27,7 @@ import { newChildUid } from "../src/kernel/uidp.js";
 import { generateRows } from "./advisories.js";
 import { BENCH_APPLICATION, backendsCpu, processCpu } from "./cpu.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
-import { http1Sender, measure, say, textTable, type Result } from "./load.js";
+import { http1Sender, measure, say, textTable, median, type Result } from "./load.js";
 import { residentBytes, startApiServer } from "./processes.js";
 
 export interface GrowthOptions {
@@ -62,11 +62,6 @@ interface Target {
   auth: Record<string, string>;
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** The servers of one database: this code (and the before code) in each plan mode. */
 async function startServers(url: string, cleanups: (() => Promise<unknown>)[]): Promise<{ mode: Mode; code: "this" | "before"; server: Server }[]> {

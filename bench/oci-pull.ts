@@ -17,7 +17,8 @@ import { ociLayout } from "../test/support/oci-layout.js";
 import { distributionInstalled, SKOPEO, skopeo, skopeoInstalled, startDistribution } from "../test/support/skopeo.js";
 import { withScratchDatabase } from "./database.js";
 import { startOciServers } from "./oci.js";
-import { say, textTable } from "./load.js";
+import { median, say, textTable } from "./load.js";
+import { userSys } from "./cpu.js";
 
 export interface OciPullBenchOptions {
   rounds: number;
@@ -84,12 +85,6 @@ interface Pull {
   perf: Record<string, number>;
 }
 
-function userSys(pid: number | "self", reaped = false): { user: number; sys: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const at = reaped ? 13 : 11;
-  return { user: Number(f[at]) / 100, sys: Number(f[at + 1]) / 100 };
-}
 
 /** A process's CPU seconds, every live thread's, from /proc/<pid>/task/<tid>/schedstat (nanoseconds). */
 function threadsCpu(pid: number): number {
@@ -104,11 +99,6 @@ function threadsCpu(pid: number): number {
   return ns / 1e9;
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 const exec = (cmd: string, args: readonly string[], env?: NodeJS.ProcessEnv) =>
   new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {

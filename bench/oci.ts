@@ -30,9 +30,9 @@ import { setLogLevel } from "../src/kernel/log.js";
 import { dirImage, ociLayout, type BuiltImage } from "../test/support/oci-layout.js";
 import { distributionInstalled, freePort, skopeo, skopeoInstalled, startDistribution, type Skopeo } from "../test/support/skopeo.js";
 import { createKeyStore, mintToken } from "../src/kernel/auth/index.js";
-import { BENCH_APPLICATION, backendsCpu, metered, processCpu, type CpuMeter } from "./cpu.js";
+import { BENCH_APPLICATION, backendsCpu, metered, processCpu, userSys, type CpuMeter } from "./cpu.js";
 import { ownedOrganization, withScratchDatabase } from "./database.js";
-import { say, textTable } from "./load.js";
+import { median, say, textTable } from "./load.js";
 import { summarize } from "./profile.js";
 import { startApiServer } from "./processes.js";
 
@@ -85,16 +85,6 @@ interface Sample {
   peakRss: number;
 }
 
-/**
- * User and system CPU seconds from /proc/<pid>/stat: the process's own (every thread), or with `reaped` the
- * children it has waited for (for this process: skopeo's runs).
- */
-function userSys(pid: number | "self", reaped = false): { user: number; sys: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const at = reaped ? 13 : 11;
-  return { user: Number(f[at]) / 100, sys: Number(f[at + 1]) / 100 };
-}
 
 /** Resets a process's peak RSS (VmHWM) to its current RSS. */
 function resetPeak(pid: number): void {
@@ -107,11 +97,6 @@ function statusKib(pid: number, field: "VmHWM" | "VmRSS"): number {
   return Number(kib) * 1024;
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 const imageBytes = (im: BuiltImage) => im.manifest.size + im.config.size + im.layers.reduce((s, l) => s + l.size, 0);
 const mib = (bytes: number) => (bytes / (1 << 20)).toFixed(0);
 
