@@ -1,14 +1,13 @@
 // Reads of the global advisory data for SecurityAdvisoryService: advisory documents (the adv tables, written
 // by the YAML importer), OSV records (written by import-osv), and which repos of the registry a caller sees
 // (for resolved-vulnerability reports). Read-only: nothing here writes.
-import { and, asc, eq, gte, lte, or, sql, type SQL } from "drizzle-orm";
-import type { AnyPgColumn } from "drizzle-orm/pg-core";
+import { and, asc, eq, gte, lte, or, sql } from "drizzle-orm";
 import { EventTypeFilter } from "../../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { advisories, advisoryEvents, advisoryNamedByAny, osvRecordInForce, osvRecords, repos, type AdvisoryEventRow, type OsvRecordRow, type OsvSeverity } from "../db/schema/index.js";
 import { scopePredicate } from "../kernel/auth/index.js";
 import { hotStatement } from "../kernel/prepared-rows.js";
 import { countExpression, keysetPage, pageColumns, type ListPage, type ListPlan } from "../kernel/list/index.js";
-import type { Executor } from "../kernel/store.js";
+import { equalsAny, type Executor } from "../kernel/store.js";
 
 export interface DocumentFilter {
   /** The package (Document.id); undefined for any. */
@@ -34,15 +33,6 @@ export interface FixedAdvisoryRow {
 }
 
 const metadataOrder = { uid: osvRecords.id, id: osvRecords.id } as const;
-
-/**
- * `column` (text) equal to one of `values`, the values as one text[] parameter: the statement's text is the
- * same for any number of them (one placeholder per value made a statement per count, and a report's
- * severities, whose ids have no cap, could pass PostgreSQL's 65,535 parameters of a statement).
- */
-function textIn(column: AnyPgColumn, values: readonly string[]): SQL {
-  return sql`${column} = any(${sql.param([...values])}::text[])`;
-}
 
 /** Which filters a ListDocuments read has: the package, the cves, or both (the request needs one). */
 type DocumentShape = "package" | "cves" | "package_cves";
@@ -105,7 +95,7 @@ export function createSecurityAdvisoryStore(db: Executor) {
 
     /** A page of OSV records (withdrawn ones left out), by id; `ids` undefined for all of them. */
     metadata(plan: ListPlan, ids: readonly string[] | undefined): Promise<ListPage<OsvRecordRow>> {
-      const where = and(osvRecordInForce, ids !== undefined ? textIn(osvRecords.id, ids) : undefined);
+      const where = and(osvRecordInForce, ids !== undefined ? equalsAny(osvRecords.id, ids) : undefined);
       const total = countExpression(osvRecords, where);
       const query = db.select({ row: osvRecords, ...pageColumns(plan, metadataOrder, total) }).from(osvRecords).$dynamic();
       return keysetPage(db, query, { plan, orderColumns: metadataOrder, where, total });
@@ -117,7 +107,7 @@ export function createSecurityAdvisoryStore(db: Executor) {
       const rows = await db
         .select({ id: osvRecords.id, severities: osvRecords.severities })
         .from(osvRecords)
-        .where(and(osvRecordInForce, textIn(osvRecords.id, ids)));
+        .where(and(osvRecordInForce, equalsAny(osvRecords.id, ids)));
       return new Map(rows.map((r) => [r.id, r.severities]));
     },
 
@@ -127,7 +117,7 @@ export function createSecurityAdvisoryStore(db: Executor) {
       const rows = await db
         .selectDistinct({ name: repos.name })
         .from(repos)
-        .where(and(textIn(repos.name, names), scopePredicate(repos.uid, scopes)));
+        .where(and(equalsAny(repos.name, names), scopePredicate(repos.uid, scopes)));
       return new Set(rows.map((r) => r.name));
     },
 
@@ -138,7 +128,7 @@ export function createSecurityAdvisoryStore(db: Executor) {
         .select({ package: advisories.package, advisoryId: advisories.advisoryId, aliases: advisories.aliases, time: advisoryEvents.time })
         .from(advisoryEvents)
         .innerJoin(advisories, eq(advisories.uid, advisoryEvents.advisoryUid))
-        .where(and(textIn(advisories.package, packages), eq(advisoryEvents.type, EventTypeFilter.FIXED), gte(advisoryEvents.time, start), lte(advisoryEvents.time, end)))
+        .where(and(equalsAny(advisories.package, packages), eq(advisoryEvents.type, EventTypeFilter.FIXED), gte(advisoryEvents.time, start), lte(advisoryEvents.time, end)))
         .orderBy(asc(advisoryEvents.time), asc(advisories.advisoryId));
     },
   };

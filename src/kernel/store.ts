@@ -35,6 +35,20 @@ export function executedRows(result: unknown): Record<string, unknown>[] {
   return (Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows) as Record<string, unknown>[];
 }
 
+/** The SQL type of an array of `column`'s values (`text[]` for a collated text such as the uid columns'). */
+export function arrayTypeOf(column: AnyPgColumn): SQL {
+  return sql.raw(`${column.getSQLType().replace(/ COLLATE .*$/, "")}[]`);
+}
+
+/**
+ * `column` equal to one of `values`, the values as one array parameter (`column = any($1::<type>[])`): the
+ * statement's text is the same for any number of them, where Drizzle's inArray writes a placeholder per value
+ * (a statement per count, and past 65,535 values more parameters than PostgreSQL takes).
+ */
+export function equalsAny(column: AnyPgColumn, values: readonly unknown[]): SQL {
+  return sql`${column} = any(${sql.param([...values])}::${arrayTypeOf(column)})`;
+}
+
 /** Whether `db` is a transaction (so locks last until it ends). */
 export function isTransaction(db: Executor): boolean {
   return is(db, PgTransaction);

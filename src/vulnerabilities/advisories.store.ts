@@ -5,6 +5,7 @@
 import { and, eq, getTableColumns, getTableName, sql, type SQL } from "drizzle-orm";
 import { advisories, advisoryAliases, advisoryEvents, advisoryNamedByAny, osvRecordInForce, osvRecords, type AdvisoryEventRow, type AdvisoryRow, type OsvSeverity } from "../db/schema/index.js";
 import { hotStatement } from "../kernel/prepared-rows.js";
+import { arrayTypeOf } from "../kernel/store.js";
 import { countExpression, createPreparedList, type ListPage, type ListPlan, type Param, type PreparedListQuery } from "../kernel/list/index.js";
 import type { AnyPgColumn } from "drizzle-orm/pg-core";
 import type { Executor } from "../kernel/store.js";
@@ -53,11 +54,6 @@ const order = {
 /** `advisories.uid IN (advisory uids of events matching `where`)`: a semi-join over an events index. */
 function hasEvent(where: SQL | undefined): SQL {
   return sql`${advisories.uid} in (select ${advisoryEvents.advisoryUid} from ${advisoryEvents} where ${where})`;
-}
-
-/** The SQL type of an array of `column`'s values (`text[]` for a collated text such as the uid columns'). */
-function arrayTypeOf(column: AnyPgColumn): SQL {
-  return sql.raw(`${column.getSQLType().replace(/ COLLATE .*$/, "")}[]`);
 }
 
 /**
